@@ -1,0 +1,1 @@
+"""Optimized variants of an extractive question-answering transformer, side by side."""

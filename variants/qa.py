@@ -1,0 +1,214 @@
+"""The one QA decoding path every variant answers through.
+
+Long contexts are split into windows with a stride; each window's start/end logits become
+probabilities over its context tokens plus [CLS]; the best span (at most ``max_answer_length``
+tokens) across windows is compared with the SQuAD v2 null answer (the lowest [CLS] start x end
+probability over windows). The span is widened to whole words and mapped to character offsets in
+the original context. With ``null_threshold=0`` this is exactly what transformers'
+``pipeline("question-answering", handle_impossible_answer=True)`` returns, without its per-window
+Python overhead: windows of several questions run as one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class LogitsModel(Protocol):
+    """Anything that maps tokenized inputs to start/end logits (see variants.runtime)."""
+
+    input_names: tuple[str, ...]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """Windowing and decoding options (defaults follow SQuAD practice)."""
+
+    max_length: int = 384
+    stride: int = 128
+    max_answer_length: int = 30
+    null_threshold: float = 0.0  # "no answer" when null score - best span score > threshold
+    handle_impossible: bool = True
+    align_to_words: bool = True
+    batch_size: int = 32  # windows per forward pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A decoded answer: text, character offsets into the context, and its probability."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+    span_score: float
+    null_score: float
+
+    @property
+    def is_null(self) -> bool:
+        return self.text == ""
+
+
+@dataclass
+class Windows:
+    """Tokenized windows for a list of (question, context) pairs."""
+
+    encoding: object  # transformers.BatchEncoding with offsets and overflow mapping
+    owner: np.ndarray  # window -> pair index
+    context_mask: np.ndarray  # [windows, width] True on context tokens
+    cls_index: np.ndarray  # [windows]
+
+    def inputs(self, names: tuple[str, ...], rows: np.ndarray | slice = slice(None)) -> dict[str, np.ndarray]:
+        enc = self.encoding
+        out = {n: np.asarray(enc[n], dtype=np.int64)[rows] for n in names if n in enc}
+        if "attention_mask" in names and "attention_mask" in out:
+            width = int(out["attention_mask"].sum(axis=1).max())  # trim padding of this slice
+            out = {k: v[:, :width] for k, v in out.items()}
+        return out
+
+
+class InputError(ValueError):
+    """A question or context that cannot be answered as given; the message says why."""
+
+
+def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) -> Windows:
+    """Split each (question, context) into windows of ``max_length`` tokens overlapping by ``stride``."""
+    questions = [q for q, _ in pairs]
+    contexts = [c for _, c in pairs]
+    longest_question = max(len(tokenizer(q, add_special_tokens=False)["input_ids"]) for q in questions)
+    room = settings.max_length - longest_question - tokenizer.num_special_tokens_to_add(pair=True)
+    if room < 8:
+        raise InputError(
+            f"The question is too long ({longest_question} tokens): it must leave room for the context "
+            f"in a window of {settings.max_length} tokens."
+        )
+    stride = min(settings.stride, room // 2)
+    enc = tokenizer(
+        questions,
+        contexts,
+        truncation="only_second",
+        max_length=settings.max_length,
+        stride=stride,
+        padding="longest",
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    n = len(enc["input_ids"])
+    width = len(enc["input_ids"][0])
+    context_mask = np.zeros((n, width), dtype=bool)
+    for i in range(n):
+        seq = enc.sequence_ids(i)
+        context_mask[i] = [s == 1 for s in seq]
+    ids = np.asarray(enc["input_ids"])
+    cls_id = tokenizer.cls_token_id
+    cls_index = np.argmax(ids == cls_id, axis=1) if cls_id is not None else np.zeros(n, dtype=int)
+    owner = np.asarray(enc["overflow_to_sample_mapping"])
+    return Windows(encoding=enc, owner=owner, context_mask=context_mask, cls_index=cls_index)
+
+
+def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end logits for every window, ``batch_size`` windows per forward pass."""
+    n, width = windows.context_mask.shape
+    starts = np.full((n, width), -1e4, dtype=np.float32)
+    ends = np.full((n, width), -1e4, dtype=np.float32)
+    for lo in range(0, n, batch_size):
+        rows = slice(lo, min(n, lo + batch_size))
+        start, end = model.run(windows.inputs(model.input_names, rows))
+        starts[rows, : start.shape[1]] = start
+        ends[rows, : end.shape[1]] = end
+    return starts, ends
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _top_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, max_len: int, k: int) -> list:
+    """The ``k`` best (start, end, score) with start <= end < start + max_len, on allowed tokens."""
+    candidates = np.tril(np.triu(np.outer(p_start, p_end)), max_len - 1)
+    flat = candidates.ravel()
+    if k == 1:
+        order = np.array([int(np.argmax(flat))])
+    else:
+        k = min(k, len(flat) - 1)
+        order = np.argpartition(-flat, k)[:k]
+        order = order[np.argsort(-flat[order], kind="stable")]
+    starts, ends = np.unravel_index(order, candidates.shape)
+    return [(int(s), int(e), float(candidates[s, e])) for s, e in zip(starts, ends, strict=True) if allowed[s] and allowed[e]]
+
+
+def _char_span(windows: Windows, row: int, s: int, e: int, align_to_words: bool) -> tuple[int, int]:
+    enc = windows.encoding
+    if align_to_words:
+        word_s, word_e = enc.token_to_word(row, s), enc.token_to_word(row, e)
+        if word_s is not None and word_e is not None:
+            return enc.word_to_chars(row, word_s, 1)[0], enc.word_to_chars(row, word_e, 1)[1]
+    offsets = enc["offset_mapping"][row]
+    return offsets[s][0], offsets[e][1]
+
+
+def decode(
+    windows: Windows, starts: np.ndarray, ends: np.ndarray, contexts: list[str], settings: DecodeSettings
+) -> list[Answer]:
+    """One answer per pair from its windows' logits.
+
+    As transformers' pipeline does: per window, probabilities over context tokens and [CLS]; the
+    best spans (12 when aligning to words, since several token spans can widen to the same words);
+    scores of candidates with the same answer text are added up across windows; the null score is
+    the lowest [CLS] x [CLS] probability over windows.
+    """
+    k = 12 if settings.align_to_words else 1
+    texts: list[dict[str, list]] = [{} for _ in contexts]  # text -> [score, start, end]
+    null = [1.0] * len(contexts)
+    for row, pair in enumerate(windows.owner):
+        ctx = windows.context_mask[row]
+        cls = windows.cls_index[row]
+        allowed = ctx.copy()
+        allowed[cls] = True
+        p_start = _softmax(np.where(allowed, starts[row], -1e4))
+        p_end = _softmax(np.where(allowed, ends[row], -1e4))
+        null[pair] = min(null[pair], float(p_start[cls] * p_end[cls]))
+        p_start[cls] = p_end[cls] = 0.0
+        for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
+            c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
+            text = contexts[pair][c0:c1]
+            if text in texts[pair]:
+                texts[pair][text][0] += score
+            else:
+                texts[pair][text] = [score, c0, c1]
+    answers = []
+    for pair, context in enumerate(contexts):
+        best_text, (score, c0, c1) = max(texts[pair].items(), key=lambda kv: kv[1][0], default=("", [0.0, 0, 0]))
+        null_wins = settings.handle_impossible and null[pair] - score > settings.null_threshold
+        if not best_text or null_wins:
+            answers.append(Answer("", 0, 0, null[pair], score, null[pair]))
+        else:
+            answers.append(Answer(context[c0:c1], c0, c1, score, score, null[pair]))
+    return answers
+
+
+def answer_pairs(
+    model: LogitsModel, tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings = DecodeSettings()
+) -> list[Answer]:
+    """Answer (question, context) pairs with ``model``: tokenize, run, decode."""
+    for question, context in pairs:
+        if not question.strip():
+            raise InputError("The question is empty.")
+        if not context.strip():
+            raise InputError("The context is empty.")
+    windows = tokenize(tokenizer, pairs, settings)
+    starts, ends = run_windows(model, windows, settings.batch_size)
+    return decode(windows, starts, ends, [c for _, c in pairs], settings)
+
+
+def answer(
+    model: LogitsModel, tokenizer, question: str, context: str, settings: DecodeSettings = DecodeSettings()
+) -> Answer:
+    """Answer one question about one context."""
+    return answer_pairs(model, tokenizer, [(question, context)], settings)[0]

@@ -1,0 +1,172 @@
+"""One ``QAModel`` interface over PyTorch and ONNX Runtime.
+
+Each model reports the device and execution provider it really runs on: ONNX Runtime silently
+falls back to the CPU when the CUDA provider cannot start (missing CUDA/cuDNN libraries), so the
+session's active providers are read back rather than trusted from the request. Both backends are
+safe to call from several threads at once (no state is shared between calls; an IOBinding is made
+per call).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("variants.runtime")
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``."""
+    if device != "auto":
+        return device
+    import torch  # noqa: PLC0415
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+class QAModel(ABC):
+    """A loaded model that maps token ids to start/end logits (float32 numpy)."""
+
+    backend: str = ""
+    device: str = "cpu"  # where it really runs: "cpu" or "cuda:0"
+    provider: str = ""  # "PyTorch", "CPUExecutionProvider", "CUDAExecutionProvider"
+    dtype: str = "fp32"  # fp32 / fp16 / int8
+    input_names: tuple[str, ...] = ()
+    size_bytes: int = 0  # weights as run
+    num_parameters: int = 0
+    notes: tuple[str, ...] = ()  # e.g. a provider fallback
+
+    @abstractmethod
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end logits for a batch of windows; returns once the device has finished."""
+
+    def warmup(self, width: int = 64, batch: int = 1) -> None:
+        ids = np.full((batch, width), 1000, dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        self.run({k: v for k, v in feed.items() if k in self.input_names})
+
+    def describe(self) -> dict:
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "provider": self.provider,
+            "dtype": self.dtype,
+            "size_mb": round(self.size_bytes / 1e6, 1),
+            "parameters": self.num_parameters,
+            "notes": list(self.notes),
+        }
+
+
+class TorchQAModel(QAModel):
+    """A transformers ``*ForQuestionAnswering`` model in PyTorch."""
+
+    backend = "torch"
+    provider = "PyTorch"
+
+    def __init__(self, model, device: str = "cpu") -> None:
+        import inspect  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+
+        self._torch = torch
+        self.model = model.eval().to(device)
+        self.device = str(next(model.parameters()).device)
+        self.dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[
+            next(model.parameters()).dtype
+        ]
+        accepted = inspect.signature(model.forward).parameters
+        self.input_names = tuple(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted)
+        self.num_parameters = sum(p.numel() for p in model.parameters())
+        self.size_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        torch = self._torch
+        feed = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in inputs.items()}
+        with torch.inference_mode():
+            out = self.model(**feed)
+            start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+        return start, end  # .cpu() waits for the device
+
+
+def _onnx_parameters(path: Path) -> tuple[int, str]:
+    """Parameter count and weight dtype (fp32/fp16/int8) of an ONNX graph's initializers."""
+    import onnx  # noqa: PLC0415
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    counts: dict[int, int] = {}
+    for init in graph.initializer:
+        n = int(np.prod(init.dims)) if init.dims else 1
+        counts[init.data_type] = counts.get(init.data_type, 0) + n
+    total = sum(counts.values())
+    tp = onnx.TensorProto
+    if counts.get(tp.INT8, 0) + counts.get(tp.UINT8, 0) > total / 4:
+        dtype = "int8"
+    elif counts.get(tp.FLOAT16, 0) > total / 2:
+        dtype = "fp16"
+    else:
+        dtype = "fp32"
+    return total, dtype
+
+
+class OrtQAModel(QAModel):
+    """An ONNX graph in an ONNX Runtime session (CUDA with IOBinding, or CPU)."""
+
+    backend = "onnxruntime"
+
+    def __init__(self, path: str | Path, device: str = "cpu", threads: int = 0) -> None:
+        import onnxruntime as ort  # noqa: PLC0415
+
+        path = Path(path)
+        model_file = path / "model.onnx" if path.is_dir() else path
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        wants_cuda = device.startswith("cuda")
+        providers = ["CPUExecutionProvider"]
+        if wants_cuda:
+            index = int(device.split(":")[1]) if ":" in device else 0
+            providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+        self.session = ort.InferenceSession(str(model_file), sess_options=options, providers=providers)
+        active = self.session.get_providers()
+        self.provider = active[0]
+        self.uses_cuda = self.provider == "CUDAExecutionProvider"
+        self.device = device if self.uses_cuda else "cpu"
+        if wants_cuda and not self.uses_cuda:
+            note = f"asked for {device}, but ONNX Runtime fell back to the CPU (CUDA provider unavailable)"
+            log.warning(note)
+            self.notes = (note,)
+        self.input_names = tuple(i.name for i in self.session.get_inputs())
+        self.output_names = tuple(o.name for o in self.session.get_outputs())
+        self.num_parameters, self.dtype = _onnx_parameters(model_file)
+        # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
+        self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
+        self.path = model_file
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        feed = {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in inputs.items() if k in self.input_names}
+        if not self.uses_cuda:
+            start, end = self.session.run(["start_logits", "end_logits"], feed)
+            return start.astype(np.float32), end.astype(np.float32)
+        binding = self.session.io_binding()
+        for name, value in feed.items():
+            binding.bind_cpu_input(name, value)
+        for name in ("start_logits", "end_logits"):
+            binding.bind_output(name, "cuda")
+        self.session.run_with_iobinding(binding)  # synchronous: outputs are ready on return
+        start, end = binding.copy_outputs_to_cpu()
+        return start.astype(np.float32), end.astype(np.float32)
+
+
+def cpu_threads() -> int:
+    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores."""
+    return int(os.environ.get("VARIANTS_THREADS", "0") or 0)

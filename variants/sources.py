@@ -1,0 +1,85 @@
+"""Model sources: a local folder, or a Hugging Face Hub id resolved to a local snapshot.
+
+Without network (or with ``HF_HUB_OFFLINE=1``) a Hub id that is not in the local cache raises
+:class:`SourceUnavailable` with one sentence naming the model and how to supply a local copy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Weights in other frameworks, and other exports, are never needed.
+_IGNORE = [
+    "*.h5",
+    "*.msgpack",
+    "*.ot",
+    "*.onnx",
+    "onnx/*",
+    "*.tflite",
+    "flax_model*",
+    "tf_model*",
+    "rust_model*",
+    "coreml/*",
+    "*.mlmodel",
+    "openvino/*",
+    "*.gguf",
+]
+
+
+class SourceUnavailable(RuntimeError):
+    """A model source that cannot be loaded; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source as a local folder, with an identity for cache keys."""
+
+    source: str
+    path: Path
+    identity: str  # "hub:<id>@<commit>" or "local:<folder fingerprint>"
+    is_local: bool
+
+
+def _offline_message(source: str, reason: str) -> str:
+    return (
+        f"The model {source!r} is not in the local Hugging Face cache and the Hub cannot be reached "
+        f"({reason}); download it where there is network (`hf download {source} --local-dir DIR`) "
+        "and pass that folder instead (for example --baseline DIR / --pruned DIR), or use the "
+        "offline preset `embedded`."
+    )
+
+
+def resolve(source: str, revision: str | None = None) -> ResolvedSource:
+    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder."""
+    from variants.cache import source_fingerprint  # noqa: PLC0415 - avoid a cycle at import
+
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise SourceUnavailable(f"The folder {str(folder)!r} has no config.json: it is not a model folder.")
+        return ResolvedSource(source, folder.resolve(), "local:" + source_fingerprint(folder), True)
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise SourceUnavailable(f"The folder {source!r} does not exist, and it is not a Hub model id.")
+    return _resolve_hub(source, revision)
+
+
+def _resolve_hub(source: str, revision: str | None) -> ResolvedSource:
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    try:
+        path = snapshot_download(source, revision=revision, ignore_patterns=_IGNORE, local_files_only=offline)
+    except HFValidationError as exc:
+        raise SourceUnavailable(f"{source!r} is neither an existing folder nor a valid Hub model id ({exc}).") from None
+    except RepositoryNotFoundError:
+        raise SourceUnavailable(f"The Hub has no model {source!r} (or it is private); check the id.") from None
+    except LocalEntryNotFoundError:
+        reason = "HF_HUB_OFFLINE=1 is set" if offline else "no network"
+        raise SourceUnavailable(_offline_message(source, reason)) from None
+    except OSError as exc:  # connection errors surface as OSError subclasses (requests/httpx)
+        raise SourceUnavailable(_offline_message(source, type(exc).__name__)) from None
+    path = Path(path)
+    return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)

