@@ -100,8 +100,9 @@ class Engine:
                 loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, progress)
                 loaded.model.warmup()
             except Exception as exc:
-                log.exception("variant %s failed to load", spec.name)
                 loaded.error = _describe(exc)
+                log.warning("variant %s failed to load: %s", spec.name, loaded.error)
+                log.debug("traceback", exc_info=True)
             loaded.load_seconds = time.perf_counter() - started
             self.variants[spec.name] = loaded
         self._torch.clear()  # torch copies kept only for exports
@@ -225,8 +226,9 @@ class Engine:
         except InputError:
             raise
         except Exception as exc:
-            log.exception("variant %s failed", name)
             result.error = _describe(exc)
+            log.warning("variant %s failed: %s", name, result.error)
+            log.debug("traceback", exc_info=True)
             return result
         _fill(result, ans)
         return result

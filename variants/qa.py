@@ -140,7 +140,11 @@ def _top_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, max_
         order = np.argpartition(-flat, k)[:k]
         order = order[np.argsort(-flat[order], kind="stable")]
     starts, ends = np.unravel_index(order, candidates.shape)
-    return [(int(s), int(e), float(candidates[s, e])) for s, e in zip(starts, ends, strict=True) if allowed[s] and allowed[e]]
+    return [
+        (int(s), int(e), float(candidates[s, e]))
+        for s, e in zip(starts, ends, strict=True)
+        if allowed[s] and allowed[e]
+    ]
 
 
 def _char_span(windows: Windows, row: int, s: int, e: int, align_to_words: bool) -> tuple[int, int]:

@@ -49,7 +49,7 @@ class QAModel(ABC):
         """Start and end logits for a batch of windows; returns once the device has finished."""
 
     def warmup(self, width: int = 64, batch: int = 1) -> None:
-        ids = np.full((batch, width), 1000, dtype=np.int64)
+        ids = np.ones((batch, width), dtype=np.int64)  # id 1 exists in every vocabulary
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         self.run({k: v for k, v in feed.items() if k in self.input_names})
 

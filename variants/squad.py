@@ -216,3 +216,29 @@ def squad_v2_scores(
         scores.best_exact, scores.best_exact_thresh = _best_threshold(exact_raw, predictions, no_answer_probs, has_ans)
         scores.best_f1, scores.best_f1_thresh = _best_threshold(f1_raw, predictions, no_answer_probs, has_ans)
     return scores
+
+
+def sample_squad(src: str | Path, dst: str | Path, n: int, seed: int = 2026, include: tuple[str, ...] = ()) -> int:
+    """Write a random sample of ``n`` questions (plus the ``include`` questions) of a SQuAD v2 JSON file.
+
+    The sample keeps the official format, ids and article titles. Returns the number of questions.
+    """
+    import random  # noqa: PLC0415
+
+    with open(src, encoding="utf-8") as handle:
+        raw = json.load(handle)
+    questions = [qa for article in raw["data"] for p in article["paragraphs"] for qa in p["qas"]]
+    keep = {qa["id"] for qa in random.Random(seed).sample(questions, min(n, len(questions)))}
+    keep |= {qa["id"] for qa in questions if qa["question"] in include}
+    out = {"version": raw.get("version", "v2.0"), "data": []}
+    for article in raw["data"]:
+        paragraphs = [
+            {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]}
+            for p in article["paragraphs"]
+            if any(qa["id"] in keep for qa in p["qas"])
+        ]
+        if paragraphs:
+            out["data"].append({"title": article["title"], "paragraphs": paragraphs})
+    with open(dst, "w", encoding="utf-8") as handle:
+        json.dump(out, handle, ensure_ascii=False)
+    return len(keep)

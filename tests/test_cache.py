@@ -1,0 +1,241 @@
+"""The artifact cache: keys, fingerprints, hits, rebuilds of broken entries, failed builds, races."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from variants import cache as cache_mod
+from variants.cache import ArtifactCache, cache_key, default_cache_dir, library_versions, source_fingerprint
+
+
+class Builder:
+    """A build function that writes two files and counts its calls."""
+
+    def __init__(self, payload: str = "weights") -> None:
+        self.payload = payload
+        self.calls = 0
+
+    def __call__(self, folder: Path) -> None:
+        self.calls += 1
+        assert folder.is_dir() and not any(folder.iterdir()), "build gets an empty folder"
+        (folder / "model.onnx").write_text(self.payload * 100)
+        (folder / "sub").mkdir()
+        (folder / "sub" / "config.json").write_text('{"a": 1}')
+
+
+def leftovers(root: Path) -> list[str]:
+    return [p.name for p in root.iterdir() if p.name.startswith((".tmp-", ".trash-"))]
+
+
+def test_cache_key_is_stable_and_sensitive() -> None:
+    parts = {"source": "hub:x@abc", "steps": ["onnx", "optimize"], "gpu": True, "versions": {"onnx": "1.0"}}
+    key = cache_key(parts)
+    assert key == cache_key(dict(reversed(parts.items())))
+    assert len(key) == 16 and int(key, 16) >= 0
+    assert key != cache_key({**parts, "steps": ["onnx"]})
+    assert key != cache_key({**parts, "gpu": False})
+    assert key != cache_key({**parts, "versions": {"onnx": "1.1"}})
+    assert cache_key({"path": Path("/a")}) == cache_key({"path": "/a"})
+
+
+def test_library_versions() -> None:
+    versions = library_versions()
+    assert {"torch", "transformers", "optimum", "onnx", "onnxruntime"} <= set(versions)
+    assert versions["onnxruntime"] and versions["torch"]
+
+
+def test_default_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("VARIANTS_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("VARIANTS_CACHE_DIR")
+    assert default_cache_dir() == tmp_path / "xdg" / "qa-variants"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "qa-variants"
+    assert ArtifactCache().root == default_cache_dir()
+
+
+def test_source_fingerprint(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "vocab.txt").write_text("a\nb\n")
+    first = source_fingerprint(tmp_path)
+    assert first == source_fingerprint(tmp_path)
+    stat = (tmp_path / "sub" / "vocab.txt").stat()
+    os.utime(tmp_path / "sub" / "vocab.txt", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    touched = source_fingerprint(tmp_path)
+    assert touched != first
+    (tmp_path / "extra.json").write_text("{}")
+    assert source_fingerprint(tmp_path) != touched
+
+
+def test_hit_reuses_the_entry(tmp_path: Path) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    entry = cache.get_or_build("k1", build)
+    assert entry == tmp_path / "k1"
+    assert (entry / "model.onnx").read_text() == "weights" * 100
+    manifest = json.loads((entry / "manifest.json").read_text())
+    assert manifest["key"] == "k1" and manifest["created"] > 0
+    assert manifest["files"]["model.onnx"]["size"] == 700
+    assert set(manifest["files"]) == {"model.onnx", "sub/config.json"}
+    assert len(manifest["files"]["sub/config.json"]["sha256"]) == 64
+    assert cache.get_or_build("k1", build) == entry
+    assert ArtifactCache(tmp_path).get_or_build("k1", build) == entry  # a later start
+    assert build.calls == 1
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda e: (e / "model.onnx").write_text("short"),  # truncated
+        lambda e: (e / "manifest.json").unlink(),
+        lambda e: (e / "manifest.json").write_text("{not json"),
+        lambda e: (e / "sub" / "config.json").unlink(),
+        lambda e: (e / "model.onnx").write_text("W" * 700),  # same size, other content: sha256
+    ],
+    ids=["truncated", "no-manifest", "bad-manifest", "missing-file", "same-size-change"],
+)
+def test_broken_entry_is_rebuilt(tmp_path: Path, damage, caplog: pytest.LogCaptureFixture) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    entry = cache.get_or_build("k1", build)
+    damage(entry)
+    with caplog.at_level(logging.WARNING, logger="variants.cache"):
+        assert cache.get_or_build("k1", build) == entry
+    assert build.calls == 2
+    assert "rebuilding" in caplog.text
+    assert (entry / "model.onnx").read_text() == "weights" * 100
+    assert leftovers(tmp_path) == []
+
+
+def test_hash_check_can_be_skipped(tmp_path: Path) -> None:
+    build = Builder()
+    entry = ArtifactCache(tmp_path).get_or_build("k1", build)
+    (entry / "model.onnx").write_text("W" * 700)  # same size: only the sha256 check notices
+    ArtifactCache(tmp_path, verify_hashes=False).get_or_build("k1", build)
+    assert build.calls == 1
+    (entry / "model.onnx").write_text("W")  # sizes are always checked
+    ArtifactCache(tmp_path, verify_hashes=False).get_or_build("k1", build)
+    assert build.calls == 2
+
+
+def test_failing_validation_rebuilds(tmp_path: Path) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    cache.get_or_build("k1", build)
+    seen = []
+
+    def validate(folder: Path) -> None:
+        seen.append(folder)
+        if len(seen) == 1:
+            raise RuntimeError("cannot open a session")
+
+    cache.get_or_build("k1", build, validate)
+    assert build.calls == 2
+    assert len(seen) == 2  # the broken entry once, then the rebuilt one
+
+
+def test_fresh_build_that_fails_validation_is_not_kept(tmp_path: Path) -> None:
+    def validate(folder: Path) -> None:
+        raise RuntimeError("broken artifact")
+
+    with pytest.raises(RuntimeError, match="broken artifact"):
+        ArtifactCache(tmp_path).get_or_build("k1", Builder(), validate)
+    assert not (tmp_path / "k1").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
+    def build(folder: Path) -> None:
+        (folder / "model.onnx").write_text("half written")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        ArtifactCache(tmp_path).get_or_build("k1", build)
+    assert not (tmp_path / "k1").exists()
+    assert leftovers(tmp_path) == []
+    # The next start builds it properly.
+    good = Builder()
+    assert ArtifactCache(tmp_path).get_or_build("k1", good).is_dir()
+    assert good.calls == 1
+
+
+def test_key_change_rebuilds(tmp_path: Path) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    a = cache.get_or_build(cache_key({"steps": ["onnx"]}), build)
+    b = cache.get_or_build(cache_key({"steps": ["onnx", "optimize"]}), build)
+    assert a != b and a.is_dir() and b.is_dir()
+    assert build.calls == 2
+
+
+def test_manifest_of_another_key_is_not_trusted(tmp_path: Path) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    cache.get_or_build("k1", build)
+    os.rename(tmp_path / "k1", tmp_path / "k2")
+    cache.get_or_build("k2", build)
+    assert build.calls == 2
+
+
+def test_leftovers_of_killed_builds_are_removed(tmp_path: Path) -> None:
+    (tmp_path / ".tmp-k1-abc_123").mkdir()  # from a killed build of k1
+    (tmp_path / ".tmp-k1-more-abc_123").mkdir()  # a build of key "k1-more", maybe running
+    ArtifactCache(tmp_path).get_or_build("k1", Builder())
+    assert leftovers(tmp_path) == [".tmp-k1-more-abc_123"]
+
+
+def test_entry_that_appears_during_the_build_wins(tmp_path: Path) -> None:
+    """A builder that ignored the lock (or another machine on a shared disk) finished first."""
+
+    def build(folder: Path) -> None:
+        theirs = tmp_path / "k1"
+        theirs.mkdir()
+        Builder("theirs")(theirs)
+        cache_mod.write_manifest(theirs, "k1")
+        Builder("mine")(folder)
+
+    entry = ArtifactCache(tmp_path).get_or_build("k1", build)
+    assert (entry / "model.onnx").read_text() == "theirs" * 100
+    assert leftovers(tmp_path) == []
+
+
+def test_clear_and_invalid_keys(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "c")
+    cache.clear()  # nothing yet
+    cache.get_or_build("k1", Builder())
+    cache.get_or_build("k2", Builder())
+    cache.clear()
+    assert not any(p.is_dir() for p in (tmp_path / "c").iterdir())
+    for bad in ("", "../up", "a/b", ".hidden", "x" * 200):
+        with pytest.raises(ValueError):
+            cache.get_or_build(bad, Builder())
+
+
+def _build_slowly(root: str, log_file: str) -> None:
+    def build(folder: Path) -> None:
+        with open(log_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(0.5)
+        (folder / "model.onnx").write_text("x")
+
+    ArtifactCache(Path(root)).get_or_build("shared", build)
+
+
+def test_concurrent_builders_build_once(tmp_path: Path) -> None:
+    log_file = tmp_path / "builds.log"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_build_slowly, args=(str(tmp_path / "c"), str(log_file))) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(log_file.read_text().split()) == 1
+    assert (tmp_path / "c" / "shared" / "model.onnx").read_text() == "x"
+    assert leftovers(tmp_path / "c") == []

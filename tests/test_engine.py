@@ -1,0 +1,115 @@
+"""The engine end to end on tiny models: every variant of a preset, isolation, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from variants import spec as specs
+from variants.engine import load_engine
+from variants.qa import DecodeSettings, InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = DecodeSettings(max_length=64, stride=16)
+CONTEXT = "paris is the capital of france and the largest city of the country ."
+QUESTION = "what is the capital of france ?"
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_qa_dir, tiny_pruned_dir, tmp_path_factory):
+    overrides = {"baseline": str(tiny_qa_dir), "pruned": str(tiny_pruned_dir)}
+    return load_engine("embedded", "cpu", overrides, cache_dir=tmp_path_factory.mktemp("cache"), settings=SETTINGS)
+
+
+def test_every_variant_of_the_chain_loads_and_answers(engine):
+    names = [s.name for s in engine.specs]
+    assert names == ["baseline", "pruned-dense", "pruned", "pruned-onnx", "pruned-onnx-opt", "pruned-onnx-opt-int8"]
+    results = engine.ask(QUESTION, CONTEXT)
+    assert [r.variant for r in results] == names
+    for r in results:
+        assert r.error is None, r
+        assert r.latency_ms > 0 and r.device == "cpu"
+        assert CONTEXT[r.start : r.end] == r.answer
+    by_name = {r.variant: r for r in results}
+    assert by_name["baseline"].provider == "PyTorch"
+    assert by_name["pruned-onnx"].provider == "CPUExecutionProvider"
+    assert by_name["pruned-onnx-opt-int8"].dtype == "int8"
+    assert by_name["baseline"].speedup == pytest.approx(1.0)
+    # Compaction changes the arithmetic, not the answer; ONNX and graph optimization neither.
+    for name in ("pruned", "pruned-onnx", "pruned-onnx-opt"):
+        assert by_name[name].answer == by_name["pruned-dense"].answer
+        assert by_name[name].score == pytest.approx(by_name["pruned-dense"].score, abs=1e-3)
+    assert by_name["pruned"].parameters < by_name["pruned-dense"].parameters
+
+
+def test_headline_variants_and_labels():
+    chain = specs.preset("embedded", "cpu")
+    assert [s.name for s in chain if s.headline] == ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    gpu_chain = specs.preset("embedded", "cuda")
+    assert gpu_chain[-1].name == "pruned-onnx-opt-fp16" and "FP16" in gpu_chain[-1].label
+    assert all("FP16" not in s.label for s in chain), "a CPU run is never labelled FP16"
+
+
+def test_bad_input_is_refused_before_any_variant_runs(engine):
+    with pytest.raises(InputError, match="question"):
+        engine.ask("", CONTEXT)
+    with pytest.raises(InputError, match="too long"):
+        engine.ask(QUESTION, "word " * 10_000)
+
+
+def test_a_failing_variant_does_not_take_the_others_down(tiny_qa_dir, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    engine = load_engine(
+        "embedded",
+        "cpu",
+        {"baseline": str(tiny_qa_dir), "pruned": str(broken)},
+        cache_dir=tmp_path / "cache",
+        settings=SETTINGS,
+        names=["baseline", "pruned", "pruned-onnx"],
+    )
+    results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
+    assert results["baseline"].error is None and results["baseline"].latency_ms > 0
+    assert results["pruned"].error and results["pruned-onnx"].error
+    assert "Traceback" not in results["pruned"].error
+
+
+def test_hub_preset_falls_back_to_embedded_offline(tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setitem(
+        specs.FAMILIES,
+        "embedded",
+        specs.Family("embedded", str(tiny_qa_dir), str(tiny_pruned_dir), "tiny stand-in"),
+    )
+    engine = load_engine("bert-large", "cpu", cache_dir=tmp_path / "cache", settings=SETTINGS, names=["baseline"])
+    assert engine.preset == "embedded"
+    assert "bert-large" in engine.notice and "madlag/" in engine.notice
+    assert engine.ask(QUESTION, CONTEXT)[0].error is None
+
+
+def test_cli_ask_json(tiny_qa_dir, tiny_pruned_dir, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable, "-m", "variants", "ask", "--preset", "embedded",
+        "--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir),
+        "--variants", "baseline,pruned,pruned-onnx-opt-int8", "--cache-dir", str(tmp_path),
+        "--context", CONTEXT, "--question", QUESTION, "--json",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=True)
+    rows = json.loads(out.stdout)
+    assert [r["variant"] for r in rows] == ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    for row in rows:
+        assert {"variant", "answer", "score", "latency_ms", "device", "provider"} <= set(row)
+        assert row["error"] is None
+
+    bad = subprocess.run([*cmd[:-5], "--context", "", "--question", QUESTION], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=300, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "context" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,230 @@
+"""ONNX build steps on tiny models: export, ORT graph optimization, FP16, INT8, and the chain."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from transformers import AutoTokenizer, BertForQuestionAnswering
+
+from variants import export
+from variants.cache import ArtifactCache
+from variants.prune import compact
+
+QUESTIONS = ["what is the capital of france?", "who built rome?", "when was it founded"]
+CONTEXTS = [
+    "paris is the capital of france and its largest city, with a population of two million people.",
+    "rome was built by people.",
+    "the city was founded in 1871 by the people of the river country and named after it.",
+]
+
+
+def encode(tokenizer, n: int = 3) -> dict[str, np.ndarray]:
+    """A right-padded batch of question/context pairs of different lengths."""
+    return dict(tokenizer(QUESTIONS[:n], CONTEXTS[:n], padding=True, return_tensors="np"))
+
+
+def torch_logits(model, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+    return [out.start_logits.numpy(), out.end_logits.numpy()]
+
+
+def ort_logits(path: Path, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return session.run(["start_logits", "end_logits"], {k: v for k, v in feed.items() if k in names})
+
+
+def diff(a: list[np.ndarray], b: list[np.ndarray], mask: np.ndarray) -> float:
+    """Max abs difference of logits over real (unpadded) tokens."""
+    return max(float(np.abs((x - y)[mask.astype(bool)]).max()) for x, y in zip(a, b, strict=True))
+
+
+def op_counts(path: Path) -> Counter:
+    return Counter(node.op_type for node in onnx.load(path).graph.node)
+
+
+@pytest.fixture(scope="module", params=["tiny", "pruned"])
+def case(request, tiny_qa_dir: Path, tiny_pruned_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The tiny model, or the tiny pruned model compacted (2 and 3 heads), exported once per module."""
+    folder = tiny_qa_dir if request.param == "tiny" else tiny_pruned_dir
+    model = BertForQuestionAnswering.from_pretrained(folder).eval()
+    if request.param == "pruned":
+        compact(model)
+        assert [layer.attention.self.num_attention_heads for layer in model.bert.encoder.layer] == [2, 3]
+        assert [layer.intermediate.dense.out_features for layer in model.bert.encoder.layer] == [48, 24]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    work = tmp_path_factory.mktemp(f"onnx-{request.param}")
+    exported = export.export_onnx(model, tokenizer, work / "export")
+    optimized = export.optimize_onnx(exported, work / "optimize", for_gpu=False)
+    feed = encode(tokenizer)
+    return {
+        "name": request.param,
+        "model": model,
+        "tokenizer": tokenizer,
+        "work": work,
+        "exported": exported,
+        "optimized": optimized,
+        "feed": feed,
+        "torch": torch_logits(model, feed),
+    }
+
+
+def test_export_matches_torch(case: dict) -> None:
+    path, feed = case["exported"], case["feed"]
+    graph = onnx.load(path).graph
+    assert [i.name for i in graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert [o.name for o in graph.output] == ["start_logits", "end_logits"]
+    for value in [*graph.input, *graph.output]:  # dynamic batch and sequence axes
+        assert all(d.dim_param for d in value.type.tensor_type.shape.dim), value
+    assert diff(ort_logits(path, feed), case["torch"], feed["attention_mask"]) < 1e-4
+    # Another batch size and sequence length through the same graph.
+    small = encode(case["tokenizer"], n=1)
+    assert diff(ort_logits(path, small), torch_logits(case["model"], small), small["attention_mask"]) < 1e-4
+    # Config and tokenizer are saved beside the graph.
+    assert AutoTokenizer.from_pretrained(path.parent).vocab_size == case["tokenizer"].vocab_size
+    assert json.loads((path.parent / "config.json").read_text())["model_type"] == "bert"
+
+
+def test_export_leaves_the_model_as_it_was(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    model = BertForQuestionAnswering.from_pretrained(tiny_qa_dir).train()
+    export.export_onnx(model, AutoTokenizer.from_pretrained(tiny_qa_dir), tmp_path)
+    assert model.training
+    assert model.config._name_or_path == str(tiny_qa_dir)
+
+
+def test_optimize_fuses_and_matches(case: dict) -> None:
+    path, feed = case["optimized"], case["feed"]
+    report = json.loads((path.parent / "optimization.json").read_text())
+    fused = report["fused_operators"]
+    # One fused attention per layer, even with different head counts per layer (pruned case).
+    assert report["attention_fusion"] is True
+    assert fused["Attention"] == 2
+    assert fused["SkipLayerNormalization"] == 4
+    assert fused["BiasGelu"] == 2
+    assert fused["EmbedLayerNormalization"] == 1
+    assert op_counts(path)["Attention"] == 2
+    unoptimized = ort_logits(case["exported"], feed)
+    assert diff(ort_logits(path, feed), unoptimized, feed["attention_mask"]) < 1e-4
+    assert diff(ort_logits(path, feed), case["torch"], feed["attention_mask"]) < 1e-4
+
+
+def test_optimize_drops_attention_fusion_when_it_changes_outputs(
+    case: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_run = export.run_cpu
+
+    def run_with_broken_attention(path: Path, feed: dict) -> list[np.ndarray]:
+        outputs = real_run(path, feed)
+        return [o + 1.0 for o in outputs] if op_counts(path)["Attention"] else outputs
+
+    monkeypatch.setattr(export, "run_cpu", run_with_broken_attention)
+    path = export.optimize_onnx(case["exported"], tmp_path, for_gpu=False)
+    report = json.loads((tmp_path / "optimization.json").read_text())
+    assert report["attention_fusion"] is False
+    assert report["fused_operators"]["Attention"] == 0
+    assert report["fused_operators"]["SkipLayerNormalization"] == 4  # the other fusions stay
+    assert op_counts(path)["Attention"] == 0
+    feed = case["feed"]
+    assert diff(ort_logits(path, feed), case["torch"], feed["attention_mask"]) < 1e-4
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "exported"])
+def test_int8_runs_and_stays_close(case: dict, optimized: bool, tmp_path: Path) -> None:
+    src = case["optimized"] if optimized else case["exported"]
+    path = export.quantize_int8(src, tmp_path)
+    ops = op_counts(path)
+    assert ops["MatMulInteger"] > 0
+    if optimized:
+        assert ops["QAttention"] == 2
+    feed, reference = case["feed"], case["torch"]
+    got = ort_logits(path, feed)
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert diff(got, reference, feed["attention_mask"]) < 0.1 * scale
+    real = feed["attention_mask"].astype(bool)
+    for g, r in zip(got, reference, strict=True):  # mostly the same most likely start and end token
+        agree = np.where(real, g, -np.inf).argmax(1) == np.where(real, r, -np.inf).argmax(1)
+        assert agree.mean() >= 2 / 3
+
+
+def test_fp16_conversion(case: dict, tmp_path: Path) -> None:
+    path = export.to_fp16(case["optimized"], tmp_path)
+    graph = onnx.load(path).graph
+    types = Counter(onnx.TensorProto.DataType.Name(t.data_type) for t in graph.initializer)
+    assert types["FLOAT16"] > 0
+    assert types["FLOAT"] == 0
+    assert {i.type.tensor_type.elem_type for i in graph.input} == {onnx.TensorProto.INT64}
+    assert {o.type.tensor_type.elem_type for o in graph.output} == {onnx.TensorProto.FLOAT}
+    # ONNX Runtime's CPU provider runs this graph too: a loose numeric check without a GPU.
+    feed, reference = case["feed"], case["torch"]
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < 1e-2 * scale
+
+
+def cuda_session(path: Path) -> ort.InferenceSession:
+    """A session on the CUDA provider, or skip: onnxruntime-gpu lists CUDA even where it cannot load."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("onnxruntime has no CUDAExecutionProvider")
+    session = ort.InferenceSession(str(path), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    if session.get_providers()[0] != "CUDAExecutionProvider":
+        pytest.skip("CUDAExecutionProvider is listed but cannot create a session (no GPU or CUDA/cuDNN libraries)")
+    return session
+
+
+def test_fp16_on_cuda(case: dict, tmp_path: Path) -> None:
+    path = export.to_fp16(case["optimized"], tmp_path)
+    session = cuda_session(path)
+    feed, reference = case["feed"], case["torch"]
+    got = session.run(["start_logits", "end_logits"], feed)
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert got[0].dtype == np.float32
+    assert diff(got, reference, feed["attention_mask"]) < 1e-2 * scale
+
+
+@pytest.mark.parametrize("steps", [(), ("optimize", "int8"), ("optimize", "fp16"), ("int8",)])
+def test_build_onnx_chain(case: dict, steps: tuple[str, ...], tmp_path: Path) -> None:
+    path = export.build_onnx_chain(case["model"], case["tokenizer"], steps, tmp_path, for_gpu="fp16" in steps)
+    assert path == tmp_path / "model.onnx"
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"model.onnx", "config.json", "tokenizer.json", "build.json"} <= names
+    assert ".work" not in names
+    assert ("optimization.json" in names) == ("optimize" in steps)
+    assert json.loads((tmp_path / "build.json").read_text())["steps"] == ["export", *steps]
+    feed, reference = case["feed"], case["torch"]
+    scale = max(float(np.abs(r).max()) for r in reference)
+    tolerance = {(): 1e-4, ("optimize", "int8"): 0.1 * scale, ("int8",): 0.1 * scale}.get(steps, 1e-2 * scale)
+    assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < tolerance
+
+
+@pytest.mark.parametrize("steps", [("fp16", "optimize"), ("optimize", "fp16", "int8"), ("prune",)])
+def test_build_onnx_chain_rejects_bad_steps(case: dict, steps: tuple[str, ...], tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        export.build_onnx_chain(case["model"], case["tokenizer"], steps, tmp_path, for_gpu=False)
+
+
+def test_chain_in_artifact_cache(case: dict, tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "cache")
+    builds = []
+
+    def build(tmp: Path) -> None:
+        builds.append(tmp)
+        export.build_onnx_chain(case["model"], case["tokenizer"], ("optimize",), tmp, for_gpu=False)
+
+    def validate(folder: Path) -> None:
+        ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+
+    first = cache.get_or_build("tiny-opt", build, validate)
+    second = cache.get_or_build("tiny-opt", build, validate)
+    assert first == second == tmp_path / "cache" / "tiny-opt"
+    assert len(builds) == 1
+    manifest = json.loads((first / "manifest.json").read_text())
+    assert "model.onnx" in manifest["files"]
+    feed = case["feed"]
+    assert diff(ort_logits(first / "model.onnx", feed), case["torch"], feed["attention_mask"]) < 1e-4

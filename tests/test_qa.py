@@ -1,0 +1,133 @@
+"""The one QA decoding path: windows, spans, null answers, offsets, agreement with transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+
+from variants.qa import DecodeSettings, InputError, answer, answer_pairs, tokenize
+from variants.runtime import TorchQAModel
+
+FILLER = "the city of rome was founded in the year one and it is the capital of italy . "
+
+
+class KeywordModel:
+    """A logits model that points at one word: start and end logits high on its token.
+
+    It stands in for a trained model when a test needs to know where the answer must be, so the
+    windowing and offset logic can be checked exactly. ``null`` raises the [CLS] logits instead.
+    """
+
+    input_names = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, token_id: int, null: bool = False) -> None:
+        self.token_id, self.null = token_id, null
+        self.calls = 0
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        self.calls += 1
+        ids = inputs["input_ids"]
+        logits = np.where(ids == self.token_id, 8.0, 0.0).astype(np.float32)
+        logits[:, 0] = 12.0 if self.null else -2.0
+        return logits, logits.copy()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_qa_dir):
+    return AutoTokenizer.from_pretrained(tiny_qa_dir)
+
+
+def test_long_context_is_answered_from_its_last_window(tokenizer):
+    context = FILLER * 40 + "the largest river is berlin ."
+    settings = DecodeSettings(max_length=64, stride=16)
+    windows = tokenize(tokenizer, [("what is the largest river ?", context)], settings)
+    assert len(windows.owner) > 5
+    model = KeywordModel(tokenizer.convert_tokens_to_ids("berlin"))
+    ans = answer(model, tokenizer, "what is the largest river ?", context, settings)
+    assert ans.text == "berlin"
+    assert context[ans.start : ans.end] == "berlin"
+    assert ans.start == context.rindex("berlin")
+
+
+def test_null_answer_when_cls_wins(tokenizer):
+    model = KeywordModel(tokenizer.convert_tokens_to_ids("paris"), null=True)
+    ans = answer(model, tokenizer, "where ?", "the capital of france is paris .")
+    assert ans.is_null and ans.text == "" and (ans.start, ans.end) == (0, 0)
+    assert ans.score == ans.null_score > ans.span_score
+
+
+def test_null_threshold_moves_the_decision(tokenizer):
+    model = KeywordModel(tokenizer.convert_tokens_to_ids("paris"), null=True)
+    context = "the capital of france is paris ."
+    lenient = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=1.0))
+    assert lenient.text == "paris"
+    without = answer(model, tokenizer, "where ?", context, DecodeSettings(handle_impossible=False))
+    assert without.text == "paris"
+
+
+def test_answers_widen_to_whole_words(tokenizer):
+    # "germanyx" is split into word pieces; the model points at a piece inside the word.
+    context = "the country is germanyx ."
+    piece = tokenizer.tokenize("germanyx")[-1]
+    ans = answer(KeywordModel(tokenizer.convert_tokens_to_ids(piece)), tokenizer, "what ?", context)
+    assert ans.text == "germanyx"
+
+
+def test_batch_of_pairs_matches_one_by_one(tiny_qa_dir, tokenizer):
+    model = TorchQAModel(AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir))
+    settings = DecodeSettings(max_length=64, stride=16)
+    pairs = [
+        ("what is the capital ?", "paris is the capital of france ."),
+        ("who built it ?", FILLER * 6 + "it was built by the people of rome ."),
+        ("how many ?", "the population is one million people in berlin ."),
+    ]
+    together = answer_pairs(model, tokenizer, pairs, settings)
+    alone = [answer(model, tokenizer, q, c, settings) for q, c in pairs]
+    for a, b in zip(together, alone, strict=True):
+        assert (a.text, a.start, a.end) == (b.text, b.start, b.end)
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+@pytest.mark.parametrize("max_answer_len", [3, 15])
+def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_len):
+    torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    qa_pipeline = pipeline("question-answering", model=torch_model, tokenizer=tokenizer, device="cpu")
+    model = TorchQAModel(torch_model)
+    settings = DecodeSettings(max_length=64, stride=16, max_answer_length=max_answer_len)
+    cases = [
+        ("what is the capital of france ?", "paris is the capital of france and the largest city ."),
+        ("who founded rome ?", "rome was founded by the people of italy in the first year ."),
+        ("which river ?", FILLER * 8 + "the longest river in spain is in madrid ."),  # many windows
+        ("what year ?", "it was built in 1889 , named after its people ."),
+    ]
+    for question, context in cases:
+        ours = answer(model, tokenizer, question, context, settings)
+        theirs = qa_pipeline(
+            question=question,
+            context=context,
+            max_seq_len=64,
+            doc_stride=16,
+            max_answer_len=max_answer_len,
+            handle_impossible_answer=True,
+        )
+        assert ours.text == theirs["answer"]
+        assert (ours.start, ours.end) == (theirs["start"], theirs["end"])
+        assert ours.score == pytest.approx(theirs["score"], abs=1e-5)
+
+
+def test_bad_input_gives_clear_messages(tokenizer):
+    model = KeywordModel(5)
+    with pytest.raises(InputError, match="question is empty"):
+        answer(model, tokenizer, "  ", "some context")
+    with pytest.raises(InputError, match="context is empty"):
+        answer(model, tokenizer, "why ?", "\n")
+    with pytest.raises(InputError, match="question is too long"):
+        answer(model, tokenizer, "why " * 400, "context", DecodeSettings(max_length=64))
+    assert model.calls == 0
+
+
+def test_unicode_emoji_and_rtl_text_do_not_break_offsets(tokenizer):
+    context = "Ünïcödé 🙂 text — مرحبا بالعالم — the capital is paris ."
+    ans = answer(KeywordModel(tokenizer.convert_tokens_to_ids("paris")), tokenizer, "où ?", context)
+    assert ans.text == "paris" and context[ans.start : ans.end] == "paris"
