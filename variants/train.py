@@ -314,7 +314,9 @@ def prune_and_distill(cfg: TrainConfig) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("stage", choices=("finetune", "prune"))
+    parser.add_argument(
+        "stage", choices=("finetune", "prune", "card"), help="card: evaluate --out on --data, write README.md"
+    )
     parser.add_argument("--data", required=True, help="SQuAD v2 JSON file, or a Hub dataset name")
     parser.add_argument("--out", required=True, help="folder to write the model to")
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
@@ -332,4 +334,103 @@ def run(args: argparse.Namespace) -> None:
         torch.set_num_threads(cfg.threads)
     if cfg.stage == "prune" and not cfg.teacher:
         raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
+    if cfg.stage == "card":
+        card(cfg.out, cfg.data)
+        return
     (finetune if cfg.stage == "finetune" else prune_and_distill)(cfg)
+
+
+def reproduce_command(cfg: dict) -> str:
+    """The command line that trains a model with configuration ``cfg`` (as saved)."""
+    defaults = asdict(TrainConfig("", "", "", ""))
+    args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
+    args += [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items()
+             if k not in ("stage", "data", "out") and v != defaults.get(k) and v != ""]  # fmt: skip
+    return " \\\n  ".join(args)
+
+
+def card(folder: str, data: str) -> dict:
+    """Evaluate a trained folder and write its model card."""
+    cfg = json.loads((Path(folder) / "train_config.json").read_text())["config"]
+    pruned = cfg["stage"] == "prune"
+    title = "MiniLM-L6-H384 SQuAD v2, pruned and distilled" if pruned else "MiniLM-L6-H384 fine-tuned on SQuAD v2"
+    summary = (
+        "The embedded demo family's pruned model: attention heads and FFN neurons of the fine-tuned model "
+        "scored by first-order importance on a calibration set, about half removed, then recovered by "
+        "distillation from the fine-tuned model. Stored dense with the removed structure as zeros, like "
+        "nn_pruning checkpoints; `variants.prune.compact` cuts them out."
+        if pruned
+        else "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned for "
+        "extractive question answering on SQuAD v2, unanswerable questions included."
+    )
+    scores = write_card(folder, data, title, summary, reproduce_command(cfg))
+    print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
+    return scores
+
+
+# --- evaluation and model cards ---------------------------------------------------------------
+
+CARD = Path(__file__).with_name("model_card.md")  # the template, filled by write_card
+
+
+def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False) -> tuple[dict, float]:
+    """SQuAD v2 scores of a model folder through the engine's decoding path (PyTorch, CPU)."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+
+    from variants.prune import compact as compact_model  # noqa: PLC0415
+    from variants.qa import DecodeSettings, answer_pairs  # noqa: PLC0415
+    from variants.runtime import TorchQAModel  # noqa: PLC0415
+    from variants.squad import squad_v2_scores  # noqa: PLC0415
+
+    model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32).eval()
+    if compact:
+        compact_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    examples = load_squad(data)
+    started = time.time()
+    answers = answer_pairs(TorchQAModel(model), tokenizer, [(e.question, e.context) for e in examples],
+                           DecodeSettings())  # fmt: skip
+    seconds = time.time() - started
+    preds = {e.id: a.text for e, a in zip(examples, answers, strict=True)}
+    null_probs = {e.id: a.null_score for e, a in zip(examples, answers, strict=True)}
+    scores = squad_v2_scores(examples, preds, null_probs).as_dict()
+    scores["all_null_f1"] = squad_v2_scores(examples, dict.fromkeys(preds, "")).f1
+    return scores, seconds
+
+
+def write_card(folder: str | Path, data: str | Path, title: str, summary: str, command: str) -> dict:
+    """Evaluate ``folder`` on ``data`` and write its model card (README.md); returns the scores."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    folder = Path(folder)
+    record = json.loads((folder / "train_config.json").read_text())
+    config = AutoConfig.from_pretrained(folder)
+    pruned = "heads_removed" in record
+    scores, seconds = evaluate_folder(folder, data, compact=pruned)
+    record["evaluation"] = {"data": str(Path(data).name), "seconds": round(seconds, 1), **scores}
+    (folder / "train_config.json").write_text(json.dumps(record, indent=2))
+    cfg = record["config"]
+    heads_removed = sum(len(v) for v in record.get("heads_removed", {}).values())
+    ffn = record.get("ffn_kept", {})
+    hw = record["hardware"]
+    text = CARD.read_text().format(
+        title=title,
+        summary=summary,
+        base_model="sentence-transformers/all-MiniLM-L6-v2",
+        layers=config.num_hidden_layers,
+        hidden=config.hidden_size,
+        heads=config.num_attention_heads,
+        pruning=(f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
+                 f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values())} of "
+                 f"{config.num_hidden_layers * config.intermediate_size} FFN neurons removed (stored as zeros)")
+        if pruned else "",
+        parameters=pruning.count_parameters(__import__("transformers").AutoModel.from_config(config)),
+        compacted=f"; {record['parameters_compacted']:,} after compaction" if pruned else "",
+        minutes=record["training_seconds"] / 60,
+        hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else ""),
+        command=command,
+        hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out",)}, indent=2),
+        **{k: (v if v is not None else float("nan")) for k, v in scores.items()},
+    )  # fmt: skip
+    (folder / "README.md").write_text(text)
+    return scores

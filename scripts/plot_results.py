@@ -1,0 +1,124 @@
+"""Chart F1 against p50 latency (batch 1) for one benchmark record: a PNG/SVG (matplotlib) or HTML (plotly).
+
+    python scripts/plot_results.py                          # the record for this machine in assets/results
+    python scripts/plot_results.py assets/results/X.json --out docs/f1-vs-latency.png
+    python scripts/plot_results.py --device cuda --out chart.html
+
+Each variant is a point at its p50 latency, with a bar reaching to its p90; the transformers
+pipeline (the peer) is drawn as a cross. Latency is on a log scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from variants.results import RESULTS_DIR, hardware_label, load_records, pick_record, records_to_frame
+
+
+def _title(record: dict[str, Any]) -> str:
+    n = (record.get("data") or {}).get("n_questions")
+    hardware = hardware_label(record.get("hardware") or {}, record.get("device", ""))
+    return f"{record.get('preset')} on {record.get('device')} ({hardware}): SQuAD v2 F1 vs latency, {n} questions"
+
+
+def _points(record: dict[str, Any]):
+    frame = records_to_frame([record])
+    return frame[frame["f1"].notna() & frame["p50_ms"].notna()]
+
+
+def plot_record(record: dict[str, Any], out: str | Path) -> Path:
+    """Write the chart for ``record`` to ``out`` (.png/.svg/.pdf with matplotlib, .html with plotly)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    points = _points(record)
+    if out.suffix == ".html":
+        return _plot_html(record, points, out)
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import ScalarFormatter  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=150)
+    for _, row in points.iterrows():
+        color = "tab:gray" if row["is_peer"] else ("tab:blue" if row["headline"] else "tab:cyan")
+        marker = "x" if row["is_peer"] else "o"
+        p90 = row["p90_ms"] if row["p90_ms"] == row["p90_ms"] else row["p50_ms"]
+        ax.errorbar(
+            row["p50_ms"], row["f1"], xerr=[[0], [max(0.0, p90 - row["p50_ms"])]], fmt=marker, color=color, capsize=3
+        )
+        offset = (6, -12) if row["is_peer"] else (6, 6)
+        ax.annotate(row["variant"], (row["p50_ms"], row["f1"]), textcoords="offset points", xytext=offset, fontsize=8)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(ScalarFormatter())
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("latency per question, batch 1 (ms, p50 with bar to p90; log scale)")
+    ax.set_ylabel("SQuAD v2 F1")
+    ax.set_title(_title(record), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def _plot_html(record: dict[str, Any], points, out: Path) -> Path:
+    import plotly.graph_objects as go  # noqa: PLC0415
+
+    fig = go.Figure()
+    for is_peer, group in points.groupby("is_peer"):
+        fig.add_trace(
+            go.Scatter(
+                x=group["p50_ms"],
+                y=group["f1"],
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": group["p90_ms"] - group["p50_ms"],
+                    "arrayminus": [0] * len(group),
+                },
+                mode="markers+text",
+                text=group["variant"],
+                textposition="top right",
+                marker={"symbol": "x" if is_peer else "circle", "size": 10},
+                name="transformers pipeline" if is_peer else "variants",
+            )
+        )
+    fig.update_layout(
+        title=_title(record),
+        xaxis={"title": "latency per question, batch 1 (ms, p50, bar to p90)", "type": "log"},
+        yaxis={"title": "SQuAD v2 F1"},
+    )
+    fig.write_html(out, include_plotlyjs="cdn")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("record", nargs="?", help="a record JSON file (default: the one for this machine)")
+    parser.add_argument("--folder", default=str(RESULTS_DIR), help="where to look for records")
+    parser.add_argument("--device", default=None, help="prefer records measured on cpu or cuda")
+    parser.add_argument("--out", default=None, help="output file (.png, .svg, .pdf or .html)")
+    args = parser.parse_args(argv)
+    if args.record:
+        record = json.loads(Path(args.record).read_text(encoding="utf-8"))
+        record["_file"] = Path(args.record).name
+    else:
+        record = pick_record(load_records(args.folder), device=args.device)
+        if record is None:
+            print(f"no benchmark records in {args.folder}", file=sys.stderr)
+            return 1
+    out = Path(args.out) if args.out else Path(args.folder) / (Path(record["_file"]).stem + "-f1-vs-latency.png")
+    print(plot_record(record, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

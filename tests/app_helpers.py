@@ -1,0 +1,108 @@
+"""Shared by test_app.py and test_browser.py: a tiny engine, a running app, a fake benchmark record.
+
+Not a conftest: the fixtures stay in the test modules; this module only holds plain helpers (the
+engine is cached per process so both modules share one build of the tiny ONNX variants).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from variants.engine import Engine, load_engine
+from variants.qa import DecodeSettings
+from variants.results import current_hardware
+
+# The tiny fixture models have 128 position embeddings: windows must fit in them.
+TINY_SETTINGS = DecodeSettings(max_length=128, stride=32)
+CONTEXT = "paris is the capital of france and its largest city, with a population of two million people."
+QUESTION = "what is the capital of france?"
+
+
+@functools.cache
+def tiny_engine(baseline: str, pruned: str, cache_dir: str) -> Engine:
+    """Every variant of the embedded chain, built from the tiny fixture models (cached per process)."""
+    return load_engine(
+        "embedded",
+        "cpu",
+        {"baseline": baseline, "pruned": pruned},
+        fallback=False,
+        cache_dir=Path(cache_dir),
+        settings=TINY_SETTINGS,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(demo) -> Iterator[str]:
+    """Serve ``demo`` on a free localhost port in background threads; yields its URL."""
+    import app  # noqa: PLC0415
+
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_style()
+    )
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+def write_fake_record(folder: Path, engine: Engine) -> Path:
+    """A small schema-valid benchmark record for ``engine``'s variants, measured "here" (a test fixture)."""
+    variants = []
+    for i, loaded in enumerate(engine.loaded):
+        info = loaded.model.describe() if loaded.ok else {}
+        p50 = 40.0 / (1 + i)
+        variants.append(
+            {
+                "variant": loaded.spec.name,
+                "label": loaded.spec.label,
+                "headline": loaded.spec.headline,
+                "backend": loaded.spec.backend,
+                "device": info.get("device", "cpu"),
+                "provider": info.get("provider"),
+                "dtype": info.get("dtype"),
+                "size_mb": info.get("size_mb"),
+                "parameters": info.get("parameters"),
+                "accuracy": {
+                    "exact": 70.0 - i,
+                    "f1": 74.0 - i,
+                    "has_ans_f1": 72.0 - i,
+                    "no_ans_f1": 76.0 - i,
+                    "best_f1": 75.0 - i,
+                    "total": 20,
+                },
+                "latency_ms": {"p50": p50, "p90": p50 * 1.2, "p99": p50 * 1.5, "mean": p50, "std": 1.0, "n": 30},
+                "throughput_qps": 1000 / p50,
+                "speedup_vs_baseline": 1.0 + i,
+                "seq_len_sweep": [{"seq_len": n, "p50_ms": p50 * n / 128, "n": 5} for n in (32, 64, 128)],
+                "batch_sweep": [],
+                "error": None,
+            }
+        )
+    record = {
+        "schema_version": 1,
+        "kind": "full",
+        "preset": engine.preset,
+        "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "device": engine.device,
+        "hardware": current_hardware(),
+        "versions": {},
+        "data": {"file": "assets/data/squad_v2_dev_sample.json", "n_questions": 20, "has_answer": 10, "no_answer": 10},
+        "variants": variants,
+        "peer": None,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "fake-record.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path

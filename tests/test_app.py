@@ -1,0 +1,319 @@
+"""The Gradio app: its /answer API through gradio_client, the streaming Ask handler, escaping, the
+benchmark tab's helpers and start-up options; all on the tiny fixture models. The shipped models
+get one slow test (skipped when they are not in assets/models)."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from app_helpers import CONTEXT, QUESTION, TINY_SETTINGS, running, tiny_engine, write_fake_record
+from gradio_client import Client
+
+import app
+from variants import spec as specs
+from variants.engine import VariantResult, load_engine
+from variants.spec import VariantSpec
+
+FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
+SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"
+SHIPPED_PRUNED = specs.EMBEDDED_MODELS / "minilm-squad2-pruned"
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(tmp_path_factory.mktemp("artifacts")))
+
+
+@pytest.fixture(scope="module")
+def results_dir(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("results")
+    write_fake_record(folder, engine)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def client(engine, results_dir: Path):
+    with running(app.build_demo(engine, results_dir=results_dir)) as url:
+        yield Client(url, verbose=False)
+
+
+# --- the API ----------------------------------------------------------------------------------------
+
+
+def test_every_variant_loaded(engine) -> None:
+    assert [v.spec.name for v in engine.loaded] == [s.name for s in specs.chain(specs.FAMILIES["embedded"], "cpu")]
+    assert all(v.ok for v in engine.loaded), [v.error for v in engine.loaded]
+
+
+def test_answer_endpoint_returns_every_variant(client: Client, engine) -> None:
+    results = client.predict(CONTEXT, QUESTION, api_name="/answer")
+    assert [r["variant"] for r in results] == [v.spec.name for v in engine.loaded]  # baseline first
+    for r in results:
+        assert set(r) == FIELDS
+        assert r["error"] is None
+        assert r["latency_ms"] > 0 and r["size_mb"] > 0 and r["parameters"] > 0
+        assert r["device"] == "cpu" and r["provider"] and r["dtype"] in {"fp32", "int8"}
+        assert r["speedup"] > 0
+        assert r["answer"] == CONTEXT[r["start"] : r["end"]] if r["answer"] else r["start"] == r["end"] == 0
+    assert results[0]["speedup"] == pytest.approx(1.0)
+    by_name = {r["variant"]: r for r in results}
+    assert by_name["pruned-onnx-opt-int8"]["provider"] == "CPUExecutionProvider"
+    assert by_name["pruned-onnx-opt-int8"]["dtype"] == "int8"
+    assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
+
+
+def test_answer_keyword_arguments(client: Client) -> None:
+    results = client.predict(context=CONTEXT, question=QUESTION, api_name="/answer")
+    assert len(results) == 6
+
+
+@pytest.mark.parametrize(
+    ("context", "question", "message"),
+    [
+        (CONTEXT, "   ", "Please type a question."),
+        ("", QUESTION, "Please paste a context"),
+        ("word " * 6000, QUESTION, "The context is too long"),
+        (CONTEXT, "why " * 300, "The question is too long"),
+    ],
+)
+def test_bad_input_gives_a_clear_error_and_breaks_nothing(client: Client, context, question, message) -> None:
+    with pytest.raises(Exception, match=re.escape(message)):
+        client.predict(context, question, api_name="/answer")
+    assert len(client.predict(CONTEXT, QUESTION, api_name="/answer")) == 6  # still answering
+
+
+def test_api_surface(client: Client) -> None:
+    """Only /answer is documented; the UI's handlers are private."""
+    api = client.view_api(print_info=False, return_format="dict")
+    assert set(api["named_endpoints"]) == {"/answer"}
+    params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
+    assert params == ["context", "question"]
+
+
+def test_model_handlers_share_one_concurrency_group(engine) -> None:
+    demo = app.build_demo(engine, concurrency_limit=2, max_queue=5)
+    model_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == app.CONCURRENCY_GROUP]
+    assert len(model_fns) == 3  # Ask, quick benchmark, /answer
+    assert {fn.concurrency_limit for fn in model_fns} == {2}
+    assert any(fn.api_name == "answer" for fn in model_fns)
+    assert demo._queue.max_size == 5
+
+
+# --- the Ask handler --------------------------------------------------------------------------------
+
+
+def test_ask_streams_a_card_per_variant(engine) -> None:
+    steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
+    outputs = list(app.make_ask(engine)(CONTEXT, QUESTION, steps, {}))
+    n = len(engine.loaded)
+    assert len(outputs) == n + 2  # all running, one per finished variant, final
+    done = [cards.count('data-state="done"') for cards, *_ in outputs]
+    assert done == [0, *range(1, n + 1), n]
+    assert outputs[0][0].count('data-state="running"') == n
+    cards, summary, chart, last = outputs[-1]
+    assert "than the baseline" in summary or "The baseline was fastest" in summary
+    assert len(chart.data[0].y) == n  # one latency bar per variant
+    assert set(last["results"]) == {v.spec.name for v in engine.loaded}
+    for name in last["results"]:
+        assert f'data-variant="{name}"' in cards
+    assert cards.count(" ms</b>") == n
+
+
+def test_ask_shows_headline_variants_by_default(engine) -> None:
+    *_, (cards, _summary, chart, _last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
+    headline = [v.spec.name for v in engine.loaded if v.spec.headline]
+    assert re.findall(r'data-variant="([^"]+)"', cards) == headline
+    assert len(chart.data[0].y) == 3
+
+
+def test_ask_rejects_bad_input_with_gr_error(engine) -> None:
+    with pytest.raises(gr.Error, match="Please type a question"):
+        next(app.make_ask(engine)(CONTEXT, "", [], {}))
+
+
+def test_summary_names_the_trade_off(engine) -> None:
+    def result(name: str, ms: float, mb: float, answer: str = "paris") -> VariantResult:
+        return VariantResult(name, name.title(), answer=answer, latency_ms=ms, size_mb=mb, speedup=10.0 / ms)
+
+    names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
+    fast["pruned-onnx-opt-int8"] = result("pruned-onnx-opt-int8", 2.5, 100, answer="france")
+    text = app.summary_html(engine, names, fast, running=False)
+    assert "Pruned-Onnx-Opt-Int8" in text and "4.00× faster" in text and "4.0× smaller" in text
+    assert "2 of 3 variants give the baseline's answer" in html.unescape(text)
+    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400)}
+    text = app.summary_html(engine, names, slow, running=False)
+    assert "The baseline was fastest" in text and "smaller" not in text
+    assert "Every variant gives the baseline's answer" in html.unescape(text)
+    assert "Running 2 of 3" in app.summary_html(engine, names, {"baseline": slow["baseline"]}, running=True)
+
+
+def test_reselect_shows_steps_without_rerunning(engine) -> None:
+    *_, (_cards, _summary, _chart, last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
+    cards, _summary, chart = app.make_reselect(engine)(["pruned-onnx"], last)
+    assert 'data-variant="pruned-onnx" data-state="stale"' in cards
+    assert cards.count('data-state="done"') == 3
+    assert len(chart.data[0].y) == 3
+
+
+# --- escaping and cards -----------------------------------------------------------------------------
+
+EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+
+
+def test_highlight_escapes_and_marks() -> None:
+    context = f"{EVIL} The answer is Paris & more."
+    start = context.index("Paris")
+    snippet = app.highlight(context, start, start + 5)
+    assert "<mark>Paris</mark>" in snippet
+    assert "<img" not in snippet and "<script" not in snippet
+    assert html.escape(EVIL) in snippet and "&amp; more" in snippet
+    assert app.highlight(context, 0, 0) == ""
+
+
+def test_highlight_long_context_shows_a_window() -> None:
+    context = "word " * 500 + "Paris" + " word" * 500
+    start = context.index("Paris")
+    snippet = app.highlight(context, start, start + 5)
+    assert snippet.startswith("…") and snippet.endswith("…")
+    assert len(snippet) < 2 * app.SNIPPET_RADIUS + 40
+
+
+def test_cards_escape_answers_errors_and_labels(engine) -> None:
+    loaded = engine.loaded[0]
+    context = f"{EVIL} tail"
+    result = VariantResult("baseline", EVIL, answer=EVIL, score=0.5, latency_ms=3.0, start=0, end=len(EVIL))
+    card = app.card_html(loaded, result, context, "done")
+    assert "<img" not in card and "<script" not in card
+    assert "<mark>" + html.escape(EVIL) + "</mark>" in card
+    failed = app.card_html(loaded, VariantResult("baseline", "x", error=EVIL), context, "done")
+    assert 'data-state="error"' in failed and "<script" not in failed and html.escape(EVIL) in failed
+    broken = dataclasses.replace(loaded, model=None, error=EVIL)
+    assert "<script" not in app.card_html(broken)
+    assert "<script" not in app.summary_html(engine, ["baseline"], {"baseline": result}, running=False)
+
+
+def test_card_shows_metrics_and_runtime(engine) -> None:
+    by_name = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
+    loaded = engine.variants["pruned-onnx-opt-int8"]
+    card = app.card_html(loaded, by_name[loaded.spec.name], CONTEXT, "done", by_name["baseline"])
+    assert "cpu · CPUExecutionProvider · INT8" in card
+    assert "than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
+    no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
+    assert "no answer" in app.card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
+
+
+def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    good = VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True)
+    bad = VariantSpec("broken", "Broken <b>variant</b>", str(tmp_path / "missing"), ("compact",), True)
+    engine = load_engine(variant_specs=[good, bad], device="cpu", settings=TINY_SETTINGS, cache_dir=tmp_path)
+    assert engine.variants["broken"].error
+    *_, (cards, _summary, _chart, _last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
+    assert 'data-variant="baseline" data-state="done"' in cards
+    assert 'data-variant="broken" data-state="error"' in cards
+    assert "Broken &lt;b&gt;variant&lt;/b&gt;" in cards
+    results = app.make_answer_api(engine)(CONTEXT, QUESTION)
+    assert results[0]["error"] is None and results[1]["error"]
+
+
+# --- benchmark tab ----------------------------------------------------------------------------------
+
+
+def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
+    record, note = app.stored_record(engine, results_dir)
+    assert record is not None and note == ""
+    header, scatter, table, sweep, csv = app.benchmark_outputs(record, note)
+    assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
+    assert len(scatter.data) == len(engine.loaded)
+    assert len(sweep.data) == len(engine.loaded)
+    assert list(table.columns) == list(app.TABLE_COLUMNS.values())
+    assert len(table) == len(engine.loaded)
+    assert Path(csv).read_text(encoding="utf-8").startswith("variant,label,f1")
+
+
+def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
+    record, note = app.stored_record(engine, tmp_path)
+    assert record is None and "No benchmark records" in note
+    header, scatter, table, sweep, csv = app.benchmark_outputs(record, note)
+    assert "python -m variants bench" in header and csv is None and len(table) == 0
+    assert scatter.layout.annotations and sweep.layout.annotations
+
+
+def test_quick_benchmark(engine) -> None:
+    calls = []
+    quick = app.make_quick_benchmark(engine, app.SAMPLE_FILE)
+    header, scatter, table, _sweep, download = quick(3, progress=lambda f, desc=None: calls.append((f, desc)))
+    assert "Fresh quick benchmark" in header
+    assert len(table) == len(engine.loaded) and table["F1"].notna().all()
+    assert len(scatter.data) == len(engine.loaded)
+    assert download.value and calls and calls[-1][0] == 1.0
+
+
+# --- examples and start-up --------------------------------------------------------------------------
+
+
+def test_examples() -> None:
+    rows, labels = app.load_examples()
+    assert len(rows) == len(labels) == 3
+    normans, unanswerable, long = rows
+    assert normans[0].startswith("The Normans") and normans[1] == "In what country is Normandy located?"
+    assert "1,307,204" in unanswerable[1] and "1,307,204" not in unanswerable[0]
+    assert len(long[0]) > 2500 and "Lawrence Roberts" in long[0]
+    assert app.load_examples(Path("/nonexistent.json")) == ([], [])
+
+
+def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("VARIANTS_PRESET", "VARIANTS_BASELINE", "VARIANTS_PRUNED", "SPACE_ID", "VARIANTS_NAMES"):
+        monkeypatch.delenv(key, raising=False)
+    args = app.parse_args([])
+    assert args.preset is None and args.port == 7860 and args.concurrency == 1
+    assert app.serve_address(args) == ("127.0.0.1", 7860)
+    monkeypatch.setenv("VARIANTS_PRESET", "embedded")
+    monkeypatch.setenv("VARIANTS_BASELINE", "/b")
+    monkeypatch.setenv("VARIANTS_PRUNED", "/p")
+    args = app.parse_args(["--port", "9000", "--variants", "baseline,pruned"])
+    assert (args.preset, args.baseline, args.pruned, args.port) == ("embedded", "/b", "/p", 9000)
+    assert app.parse_args(["--preset", "bert-large"]).preset == "bert-large"  # flags win over env
+    monkeypatch.setenv("SPACE_ID", "someone/qa-variants")
+    assert app.serve_address(args) == ("0.0.0.0", 7860)
+
+
+def test_console_progress(capsys: pytest.CaptureFixture) -> None:
+    app.console_progress(0.0, "Loading Baseline")
+    app.console_progress(0.0, "Pruned + ONNX: onnx")
+    app.console_progress(0.5, "Loading Pruned")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[  0%]") and lines[1].startswith("      ") and lines[2].startswith("[ 50%]")
+
+
+def test_about_tab_and_notice(engine) -> None:
+    about = app.about_html(engine)
+    for v in engine.loaded:
+        assert html.escape(v.spec.label) in about
+    assert "CPUExecutionProvider" in about and "compact → onnx → optimize → int8" in about
+    noticed = dataclasses.replace(engine, notice="The bert-large models could not be loaded <x>.")
+    assert "could not be loaded &lt;x&gt;" in app.about_html(noticed)
+
+
+# --- the shipped models -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (SHIPPED / "config.json").is_file() or not (SHIPPED_PRUNED / "config.json").is_file(),
+    reason="the embedded demo models are not in assets/models yet (python -m variants train)",
+)
+def test_shipped_models_answer_the_normans_question(tmp_path_factory: pytest.TempPathFactory) -> None:
+    engine = load_engine("embedded", "cpu", fallback=False)
+    assert all(v.ok for v in engine.loaded), [v.error for v in engine.loaded]
+    (context, question), *_ = app.load_examples()[0]
+    with running(app.build_demo(engine, results_dir=tmp_path_factory.mktemp("none"))) as url:
+        results = Client(url, verbose=False).predict(context, question, api_name="/answer")
+    assert len(results) == len(engine.loaded)
+    for r in results:
+        assert r["error"] is None and r["answer"] == "France", r

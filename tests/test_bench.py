@@ -1,0 +1,337 @@
+"""The benchmark end to end on the tiny fixture models, its records, and reading them back.
+
+Only shapes, counts and orderings are checked: the timings themselves depend on the machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from variants import bench, results
+from variants.__main__ import main
+from variants.engine import load_engine
+from variants.measure import summarize
+from variants.spec import VariantSpec
+from variants.squad import load_squad
+
+CONTEXTS = [
+    "paris is the capital of france and its largest city .",
+    "berlin is the capital of germany . it was founded in the year 1237 .",
+    "the longest river in italy is the po . rome is the capital of italy .",
+]
+QUESTIONS = [
+    ("what is the capital of france ?", 0, "paris"),
+    ("what is the largest city of france ?", 0, "paris"),
+    ("when was berlin founded ?", 1, "1237"),
+    ("what is the capital of spain ?", 1, None),
+    ("what is the longest river in italy ?", 2, "po"),
+    ("who built the city of madrid ?", 2, None),
+]
+REQUIRED_ENTRY_KEYS = {
+    "variant",
+    "label",
+    "headline",
+    "backend",
+    "device",
+    "provider",
+    "dtype",
+    "size_mb",
+    "parameters",
+    "load_seconds",
+    "accuracy",
+    "latency_ms",
+    "throughput_qps",
+    "speedup_vs_baseline",
+    "speedup_vs_peer",
+    "agreement_with_baseline",
+    "seq_len_sweep",
+    "batch_sweep",
+    "memory",
+    "error",
+}
+REQUIRED_COLUMNS = [
+    "variant",
+    "label",
+    "f1",
+    "exact",
+    "has_ans_f1",
+    "no_ans_f1",
+    "best_f1",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "throughput_qps",
+    "size_mb",
+    "parameters",
+    "speedup_vs_baseline",
+    "device",
+    "provider",
+    "dtype",
+    "hardware",
+    "created",
+    "n_questions",
+    "n_latency",
+]
+
+
+@pytest.fixture(scope="module")
+def squad_file(tmp_path_factory) -> Path:
+    """A SQuAD v2 file of six questions (two unanswerable) on short contexts in the fixture vocabulary."""
+    paragraphs = [{"context": c, "qas": []} for c in CONTEXTS]
+    for i, (question, ctx, answer) in enumerate(QUESTIONS):
+        answers = [] if answer is None else [{"text": answer, "answer_start": CONTEXTS[ctx].index(answer)}]
+        paragraphs[ctx]["qas"].append(
+            {"id": f"q{i}", "question": question, "answers": answers, "is_impossible": answer is None}
+        )
+    path = tmp_path_factory.mktemp("squad") / "tiny_squad.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "T", "paragraphs": paragraphs}]}))
+    return path
+
+
+def tiny_specs(tiny_qa_dir: Path, tiny_pruned_dir: Path) -> list[VariantSpec]:
+    return [
+        VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True),
+        VariantSpec("pruned-dense", "Pruned dense", str(tiny_pruned_dir)),
+        VariantSpec("pruned", "Pruned", str(tiny_pruned_dir), ("compact",), True),
+        VariantSpec("broken", "Broken", str(tiny_qa_dir.parent / "no-such-model")),
+    ]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_qa_dir, tiny_pruned_dir):
+    return load_engine("embedded", "cpu", variant_specs=tiny_specs(tiny_qa_dir, tiny_pruned_dir), fallback=False)
+
+
+# --- the command line, end to end -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory, tiny_qa_dir, tiny_pruned_dir, squad_file):
+    """``python -m variants bench`` with a config naming the tiny models (and one that cannot load)."""
+    out = tmp_path_factory.mktemp("results")
+    config = out.parent / "bench_config.json"
+    variants = [
+        {"name": s.name, "label": s.label, "source": s.source, "steps": list(s.steps), "headline": s.headline}
+        for s in tiny_specs(tiny_qa_dir, tiny_pruned_dir)
+    ]
+    config.write_text(json.dumps({"preset": "embedded", "variants": variants}))
+    argv = ["bench", "--config", str(config), "--device", "cpu", "--data", str(squad_file), "--out", str(out)]
+    argv += ["--latency-samples", "8", "--warmup", "2", "--runs", "3", "--seq-lens", "16,32,256"]
+    argv += ["--batch-sizes", "1,2,4", "--sweep-questions", "4", "--sort-by-length", "--accuracy-batch", "4"]
+    code = main(argv)
+    (json_path,) = out.glob("*.json")
+    return code, json_path, json.loads(json_path.read_text())
+
+
+def test_cli_writes_a_record_and_a_csv(cli_run, capsys):
+    code, json_path, record = cli_run
+    assert code == 1  # one variant failed; the record is written anyway
+    assert json_path.name.startswith("embedded-cpu-")
+    assert json_path.name.endswith(record["created"].replace("-", "").replace(":", "") + ".json")
+    csv = pd.read_csv(json_path.with_suffix(".csv"))
+    assert list(csv["variant"]) == ["baseline", "pruned-dense", "pruned", "broken", "peer"]
+    assert list(csv.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
+
+
+def test_record_top_level(cli_run, squad_file):
+    _, _, record = cli_run
+    assert record["schema_version"] == results.SCHEMA_VERSION
+    assert record["preset"] == "embedded" and record["device"] == "cpu" and record["kind"] == "full"
+    assert record["created"].endswith("Z")
+    hw = record["hardware"]
+    assert hw["cpu"] and hw["cores"] >= 1 and hw["memory_gb"] > 0 and "gpu" in hw and "gpu_count" in hw
+    for lib in ("torch", "transformers", "onnxruntime", "optimum", "onnx", "numpy", "python"):
+        assert lib in record["versions"]
+    assert record["versions"]["torch"] and record["versions"]["python"]
+    data = record["data"]
+    assert data["n_questions"] == 6 and data["has_answer"] == 4 and data["no_answer"] == 2
+    assert len(data["sha256"]) == 64 and data["file"].endswith("tiny_squad.json")
+    settings = record["settings"]
+    assert (settings["max_length"], settings["stride"], settings["max_answer_length"]) == (384, 128, 30)
+    assert "threads" in settings and settings["latency_samples"] == 8
+
+
+def test_each_variant_is_measured(cli_run):
+    _, _, record = cli_run
+    by_name = {e["variant"]: e for e in record["variants"]}
+    assert set(by_name) == {"baseline", "pruned-dense", "pruned", "broken"}
+    for name in ("baseline", "pruned-dense", "pruned"):
+        e = by_name[name]
+        assert REQUIRED_ENTRY_KEYS <= set(e)
+        assert e["error"] is None
+        assert (e["device"], e["provider"], e["dtype"], e["backend"]) == ("cpu", "PyTorch", "fp32", "torch")
+        assert e["size_mb"] > 0 and e["parameters"] > 0 and e["load_seconds"] >= 0
+        lat = e["latency_ms"]
+        assert lat["n"] == 8
+        assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+        assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
+        assert e["throughput_qps"] == pytest.approx(1000 / lat["mean"], rel=0.01)
+        acc = e["accuracy"]
+        assert acc["total"] == 6 and acc["has_ans_total"] == 4 and acc["no_ans_total"] == 2
+        for key in ("exact", "f1", "has_ans_exact", "has_ans_f1", "no_ans_exact", "no_ans_f1", "best_exact", "best_f1"):
+            assert 0 <= acc[key] <= 100
+        assert acc["exact"] <= acc["f1"] and acc["best_f1"] >= acc["best_exact"]
+        assert 0 <= e["agreement_with_baseline"] <= 1
+        assert e["speedup_vs_baseline"] > 0 and e["speedup_vs_peer"] > 0
+        assert e["memory"]["rss_mb"] > 0 and e["memory"]["peak_rss_mb"] > 0
+        # Sequence-length sweep: the tiny model has 128 positions, so 256 fails and says so.
+        sweep = {row["seq_len"]: row for row in e["seq_len_sweep"]}
+        assert set(sweep) == {16, 32, 256}
+        for n in (16, 32):
+            assert sweep[n]["n"] == 3 and 0 < sweep[n]["p50_ms"] <= sweep[n]["p90_ms"]
+        assert "error" in sweep[256]
+        rows = e["batch_sweep"]
+        assert [r["batch_size"] for r in rows] == [1, 2, 4]
+        for row in rows:
+            assert row["n_questions"] == 4 and row["n_batches"] == -(-4 // row["batch_size"])
+            assert row["ms_per_question"] > 0 and row["throughput_qps"] > 0
+        assert e["peak_throughput_qps"] == max(r["throughput_qps"] for r in rows)
+    base = by_name["baseline"]
+    assert base["speedup_vs_baseline"] == 1.0 and base["agreement_with_baseline"] == 1.0
+    assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
+    # The same weights, compacted or not, give the same answers.
+    assert by_name["pruned"]["accuracy"]["f1"] == pytest.approx(by_name["pruned-dense"]["accuracy"]["f1"])
+
+
+def test_failed_variant_keeps_its_error(cli_run):
+    _, _, record = cli_run
+    broken = next(e for e in record["variants"] if e["variant"] == "broken")
+    assert REQUIRED_ENTRY_KEYS <= set(broken)
+    assert "does not exist" in broken["error"]
+    assert broken["latency_ms"] is None and broken["accuracy"] is None
+
+
+def test_peer_is_measured_alongside(cli_run):
+    _, _, record = cli_run
+    peer = record["peer"]
+    assert REQUIRED_ENTRY_KEYS <= set(peer)
+    assert peer["variant"] == "peer" and peer["backend"] == "transformers-pipeline" and peer["error"] is None
+    assert peer["latency_ms"]["n"] == 8 and peer["speedup_vs_peer"] == 1.0
+    assert peer["accuracy"]["total"] == 6 and peer["accuracy"]["best_f1"] is None
+    base = next(e for e in record["variants"] if e["variant"] == "baseline")
+    assert peer["parameters"] == base["parameters"]
+    # The engine's decoding is the pipeline's: same answers, same scores.
+    assert peer["agreement_with_baseline"] == 1.0
+    assert peer["accuracy"]["f1"] == pytest.approx(base["accuracy"]["f1"])
+
+
+# --- benchmark() and quick_benchmark() directly -----------------------------------------------------
+
+
+def test_a_variant_failing_while_measured_does_not_stop_the_run(engine, squad_file, monkeypatch):
+    def boom(inputs):
+        raise RuntimeError("kaboom\nsecond line")
+
+    monkeypatch.setattr(engine.variants["pruned-dense"].model, "run", boom)
+    examples = load_squad(squad_file)
+    options = bench.Options(latency_samples=3, warmup=1, skip_sweeps=True)
+    record = bench.benchmark(engine, examples, options)
+    by_name = {e["variant"]: e for e in record["variants"]}
+    assert by_name["pruned-dense"]["error"] == "RuntimeError: kaboom"
+    assert by_name["pruned"]["error"] is None and by_name["pruned"]["latency_ms"]["n"] == 3
+    assert by_name["pruned"]["seq_len_sweep"] == [] and by_name["pruned"]["batch_sweep"] == []
+    assert record["peer"] is None
+
+
+def test_quick_benchmark(engine, squad_file, tmp_path):
+    calls = []
+    examples = load_squad(squad_file)
+    record = bench.quick_benchmark(engine, examples, 4, progress=lambda f, m: calls.append((f, m)))
+    assert record["kind"] == "quick" and record["peer"] is None and record["data"]["n_questions"] == 4
+    ok = [e for e in record["variants"] if not e["error"]]
+    assert {e["variant"] for e in ok} == {"baseline", "pruned-dense", "pruned"}
+    for e in ok:
+        assert e["latency_ms"]["n"] == 4 and e["accuracy"]["total"] == 4
+        assert e["batch_sweep"] == [] and e["seq_len_sweep"] == []
+    assert calls and calls[-1][0] == 1.0
+    assert all(0 <= f <= 1 for f, _ in calls)
+    assert not list(tmp_path.iterdir())  # nothing written unless asked
+    bench.quick_benchmark(engine, examples, 2, out=tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 1 and len(list(tmp_path.glob("*.csv"))) == 1
+
+
+def test_load_data_limit_and_counts(squad_file):
+    examples, data = bench.load_data(squad_file, limit=4)
+    assert len(examples) == 4 and data["n_questions"] == 4 and data["n_total"] == 6 and data["limit"] == 4
+    assert data["has_answer"] + data["no_answer"] == 4
+
+
+def test_summarize_and_agreement():
+    stats = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert stats["n"] == 5 and stats["p50"] == 3.0 and stats["min"] == 1.0 and stats["max"] == 5.0
+    assert stats["p50"] <= stats["p90"] <= stats["p99"] and stats["mean"] == 3.0
+    assert summarize([])["n"] == 0
+    assert summarize([2.0])["std"] == 0.0
+    same = bench.agreement({"a": "The Paris", "b": "x", "c": ""}, {"a": "paris!", "b": "y", "c": ""})
+    assert same == pytest.approx(2 / 3, abs=1e-4)
+    assert bench.agreement({"a": "x"}, {}) is None
+
+
+# --- results.py ----------------------------------------------------------------------------------
+
+
+def test_results_read_back(cli_run):
+    _, json_path, record = cli_run
+    records = results.load_records(json_path.parent)
+    assert len(records) == 1 and records[0]["_file"] == json_path.name
+    frame = results.records_to_frame(records)
+    assert list(frame.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
+    assert len(frame) == 5 and frame["is_peer"].sum() == 1
+    row = frame.set_index("variant").loc["baseline"]
+    assert row["n_questions"] == 6 and row["n_latency"] == 8 and row["device"] == "cpu"
+    assert row["p50_ms"] == record["variants"][0]["latency_ms"]["p50"]
+    assert frame.set_index("variant").loc["broken", "error"]
+
+
+def test_load_records_skips_junk(tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"hello": 1}))
+    assert results.load_records(tmp_path) == []
+    assert results.load_records(tmp_path / "missing") == []
+    assert results.pick_record([]) is None
+
+
+def test_pick_record_prefers_this_hardware_then_newest():
+    here = {"cpu": "CPU A", "usable_cores": 8, "gpu": "GPU X"}
+    elsewhere = {"cpu": "CPU B", "usable_cores": 8, "gpu": None}
+    records = [
+        {"created": "2026-01-03T00:00:00Z", "device": "cpu", "hardware": elsewhere, "variants": []},
+        {"created": "2026-01-02T00:00:00Z", "device": "cpu", "hardware": here, "variants": []},
+        {"created": "2026-01-01T00:00:00Z", "device": "cuda", "hardware": here, "variants": []},
+    ]
+    assert results.pick_record(records, hardware=here)["created"].startswith("2026-01-02")
+    assert results.pick_record(records, device="cuda", hardware=here)["device"] == "cuda"
+    assert results.pick_record(records, device="cpu", hardware={"cpu": "other"})["created"].startswith("2026-01-03")
+    assert results.pick_record(records, hardware={"cpu": "other"})["created"].startswith("2026-01-03")
+    quick = {"created": "2026-01-04T00:00:00Z", "kind": "quick", "device": "cpu", "hardware": here, "variants": []}
+    assert results.pick_record([quick, *records], hardware=here)["created"].startswith("2026-01-02")
+    assert results.pick_record([quick], hardware=here) is quick
+
+
+def test_current_hardware_and_slugs():
+    hw = results.current_hardware()
+    assert {"cpu", "cores", "memory_gb", "gpu", "gpu_count", "cpu_slug"} <= set(hw)
+    assert results.slugify("Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz") == "intel-xeon-platinum-8480c"
+    assert results.slugify("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert results.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cuda:0") == "g"
+    assert results.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cpu") == "c"
+
+
+def test_plot_script_writes_a_png(cli_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    _, json_path, _ = cli_run
+    path = Path(__file__).resolve().parent.parent / "scripts" / "plot_results.py"
+    spec = importlib.util.spec_from_file_location("plot_results", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "chart.png"
+    assert module.main([str(json_path), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = tmp_path / "chart.html"
+    assert module.main(["--folder", str(json_path.parent), "--out", str(html)]) == 0
+    assert "plotly" in html.read_text()

@@ -1,0 +1,121 @@
+"""The page in headless Chromium (Debian's build, driven by Playwright): ask, watch every card fill,
+check the answers and latencies, the error toast, the benchmark tab's plots; screenshots go to
+``$SCREENSHOT_DIR`` (or the test's tmp folder)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from app_helpers import running, tiny_engine, write_fake_record
+
+import app
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+INJECTED = '<img id="injected" src="x">'
+CONTEXT = f"{INJECTED} paris is the capital of france and its largest city, with a population of two million people."
+QUESTION = "what is the capital of france?"
+ALL_SETTLED = """() => {
+  const cards = [...document.querySelectorAll('#qa-cards .qa-card')];
+  return cards.length > 0 && cards.every(c => ['done', 'error'].includes(c.dataset.state));
+}"""
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def url(tiny_qa_dir: Path, tiny_pruned_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    engine = tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(tmp_path_factory.mktemp("artifacts")))
+    results = tmp_path_factory.mktemp("results")
+    write_fake_record(results, engine)
+    with running(app.build_demo(engine, results_dir=results)) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, url: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(url)
+    page.wait_for_selector("#qa-cards .qa-card")
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def ask(page, context: str, question: str) -> None:
+    page.get_by_label("Context").fill(context)
+    page.get_by_label("Question").fill(question)
+    page.get_by_role("button", name="Ask every variant").click()
+
+
+def test_ask_fills_every_card(page, shots: Path) -> None:
+    cards = page.locator("#qa-cards .qa-card")
+    assert cards.count() == 3  # the headline variants before anything is asked
+    page.get_by_label("Pruned + ONNX", exact=True).check()  # one intermediate step too
+    page.wait_for_function("document.querySelectorAll('#qa-cards .qa-card').length === 4")
+    ask(page, CONTEXT, QUESTION)
+    page.wait_for_function(ALL_SETTLED)
+    assert cards.count() == 4
+    for i in range(4):
+        card = cards.nth(i)
+        assert card.get_attribute("data-state") == "done", card.inner_text()
+        answer = card.locator(".qa-answer").inner_text().strip()
+        assert answer, card.inner_text()
+        assert re.search(r"\d[\d.,]* ms", card.locator(".qa-metric.qa-key").inner_text())
+        assert "cpu · " in card.locator(".qa-runtime").inner_text()
+    assert "1.00×" in cards.nth(0).inner_text()
+    assert "than baseline" in cards.nth(3).inner_text()
+    assert "CPUExecutionProvider · INT8" in cards.nth(3).inner_text()
+    assert page.locator("#injected").count() == 0  # user text is escaped, never injected
+    assert re.search(r"faster than the baseline|baseline was fastest", page.locator(".qa-summary").inner_text())
+    assert page.locator("#latency-chart .js-plotly-plot .bars .point").count() == 4
+    page.screenshot(path=str(shots / "ask.png"), full_page=True)
+
+
+def test_example_and_bad_input(page, shots: Path) -> None:
+    page.get_by_text("Normans: answerable").click()
+    page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Normandy located'))")
+    page.get_by_label("Question").fill("")
+    page.get_by_role("button", name="Ask every variant").click()
+    page.get_by_text("Please type a question.").first.wait_for()  # under the question box
+    page.screenshot(path=str(shots / "error.png"))
+    assert page.locator('#qa-cards .qa-card[data-state="idle"]').count() == 3  # nothing else changed
+    ask(page, CONTEXT, QUESTION)  # the page still answers afterwards
+    page.wait_for_function(ALL_SETTLED)
+    assert page.locator('#qa-cards .qa-card[data-state="done"]').count() == 3
+
+
+def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
+    page.get_by_role("tab", name="Benchmark").click()
+    page.wait_for_selector("#bench-scatter .js-plotly-plot .scatterlayer .point")
+    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
+    assert page.locator("#bench-seqlen .scatterlayer .trace").count() == 6
+    assert "Stored benchmark record" in page.locator("#bench-header").inner_text()
+    assert page.locator("#bench-table").get_by_text("Pruned + ONNX + ORT-optimized + INT8").count() >= 1
+    page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
+    page.get_by_role("tab", name="About").click()
+    page.get_by_text("Build steps").wait_for()
+    page.screenshot(path=str(shots / "about.png"), full_page=True)
