@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -285,7 +286,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[dict[str, Any]]]:
         if loaded.ok:
             model, tokenizer = loaded.model, loaded.tokenizer
             entry.update({k: v for k, v in model.describe().items() if k != "notes"}, notes=list(model.notes))
-            answer = _engine_answerer(model, tokenizer, engine.settings)
+            answer = _engine_answerer(model, tokenizer, loaded.settings or engine.settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer))
     return runners, entries
 
@@ -480,14 +481,15 @@ def quick_benchmark(
     progress: Progress | None = None,
     out: str | Path | None = None,
 ) -> dict[str, Any]:
-    """A small fresh run for the app: accuracy and batch-1 latency on the first ``n`` questions.
+    """A small fresh run for the app: accuracy and batch-1 latency on ``n`` questions drawn at random.
 
     No sweeps and no peer. Each question is answered once per variant at batch 1, after one warm-up
     question; those answers are scored. Returns a record of the usual shape (``kind`` "quick"),
     written to the folder ``out`` only if given. ``progress(fraction, message)`` after each question.
     """
     created = datetime.now(UTC)
-    examples = examples[:n]
+    # A fixed-seed draw across the whole sample: the first n questions would cover one or two articles.
+    examples = random.Random(0).sample(examples, min(n, len(examples)))
     runners, entries = variant_runners(engine)
     timings = latency_pass({r.name: r.answer for r in runners}, examples, len(examples), 1, progress)
     preds = {}

@@ -62,6 +62,7 @@ class LoadedVariant:
     load_seconds: float = 0.0
     error: str | None = None
     artifact: Path | None = None
+    settings: DecodeSettings | None = None  # the engine's, with windows capped to what the model takes
 
     @property
     def ok(self) -> bool:
@@ -92,12 +93,18 @@ class Engine:
     def load(self, progress: Progress | None = None) -> Engine:
         """Build (or reuse from cache) and load every variant; a failure stays on its variant."""
         progress = progress or (lambda _f, _m: None)
+        share = 1 / max(1, len(self.specs))
         for i, spec in enumerate(self.specs):
-            progress(i / len(self.specs), f"Loading {spec.label}")
+            progress(i * share, f"Loading {spec.label}")
             started = time.perf_counter()
             loaded = LoadedVariant(spec)
+
+            def step_progress(fraction: float, message: str, base: float = i * share) -> None:
+                progress(base + fraction * share, message)
+
             try:
-                loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, progress)
+                loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, step_progress)
+                loaded.settings = self._settings_for(loaded)
                 loaded.model.warmup()
             except Exception as exc:
                 loaded.error = _describe(exc)
@@ -135,6 +142,18 @@ class Engine:
             self._torch[key] = model
         return self._torch[key]
 
+    def _settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
+        """The engine's settings, with the window no longer than the model's positions allow."""
+        from dataclasses import replace  # noqa: PLC0415
+
+        from transformers import AutoConfig  # noqa: PLC0415
+
+        config = AutoConfig.from_pretrained(self.source(loaded.spec).path)
+        limit = min(getattr(config, "max_position_embeddings", 512), loaded.tokenizer.model_max_length)
+        if self.settings.max_length <= limit:
+            return self.settings
+        return replace(self.settings, max_length=limit, stride=min(self.settings.stride, limit // 4))
+
     def _tokenizer(self, spec: specs.VariantSpec):
         from transformers import AutoTokenizer  # noqa: PLC0415
 
@@ -160,12 +179,13 @@ class Engine:
         compacted = "compact" in spec.steps
         done: list[str] = ["compact"] if compacted else []
         path: Path | None = None
-        for step in ("onnx", *spec.onnx_steps):
+        steps = ("onnx", *spec.onnx_steps)
+        for i, step in enumerate(steps):
             done.append(step)
             key = cache_key(
                 {"source": self.source(spec).identity, "steps": done, "gpu": for_gpu, "versions": library_versions()}
             )
-            progress(0.0, f"{spec.label}: {step}")
+            progress(i / len(steps), f"{spec.label}: {step}")
             if step == "onnx":
 
                 def build(tmp: Path) -> None:
@@ -196,16 +216,18 @@ class Engine:
     def check_input(self, question: str, context: str) -> None:
         """Raise :class:`InputError` with a clear message for input no variant should run on."""
         if not question or not question.strip():
-            raise InputError("Please type a question.")
+            raise InputError("Please type a question.", "question")
         if not context or not context.strip():
-            raise InputError("Please paste a context: the passage the answer is taken from.")
+            raise InputError("Please paste a context: the passage the answer is taken from.", "context")
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(
-                f"The question is too long ({len(question):,} characters; at most {MAX_QUESTION_CHARS:,})."
+                f"The question is too long ({len(question):,} characters; at most {MAX_QUESTION_CHARS:,}).",
+                "question",
             )
         if len(context) > self.max_context_chars:
             raise InputError(
-                f"The context is too long ({len(context):,} characters; at most {self.max_context_chars:,})."
+                f"The context is too long ({len(context):,} characters; at most {self.max_context_chars:,}).",
+                "context",
             )
 
     def answer_one(self, name: str, question: str, context: str) -> VariantResult:
@@ -221,7 +243,7 @@ class Engine:
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
         try:
             started = time.perf_counter()
-            ans = answer_pairs(model, loaded.tokenizer, [(question, context)], self.settings)[0]
+            ans = answer_pairs(model, loaded.tokenizer, [(question, context)], loaded.settings or self.settings)[0]
             result.latency_ms = (time.perf_counter() - started) * 1000
         except InputError:
             raise
@@ -255,7 +277,7 @@ class Engine:
         loaded = self.variants[name]
         if not loaded.ok:
             raise RuntimeError(f"{name} is not loaded: {loaded.error}")
-        return answer_pairs(loaded.model, loaded.tokenizer, pairs, self.settings)
+        return answer_pairs(loaded.model, loaded.tokenizer, pairs, loaded.settings or self.settings)
 
 
 def _fill(result: VariantResult, ans: Answer) -> None:

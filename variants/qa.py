@@ -73,7 +73,14 @@ class Windows:
 
 
 class InputError(ValueError):
-    """A question or context that cannot be answered as given; the message says why."""
+    """A question or context that cannot be answered as given; the message says why.
+
+    ``field`` names the input at fault ("question" or "context"), so a UI can point at it.
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) -> Windows:
@@ -85,7 +92,8 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
     if room < 8:
         raise InputError(
             f"The question is too long ({longest_question} tokens): it must leave room for the context "
-            f"in a window of {settings.max_length} tokens."
+            f"in a window of {settings.max_length} tokens.",
+            "question",
         )
     stride = min(settings.stride, room // 2)
     enc = tokenizer(
@@ -203,9 +211,9 @@ def answer_pairs(
     """Answer (question, context) pairs with ``model``: tokenize, run, decode."""
     for question, context in pairs:
         if not question.strip():
-            raise InputError("The question is empty.")
+            raise InputError("The question is empty.", "question")
         if not context.strip():
-            raise InputError("The context is empty.")
+            raise InputError("The context is empty.", "context")
     windows = tokenize(tokenizer, pairs, settings)
     starts, ends = run_windows(model, windows, settings.batch_size)
     return decode(windows, starts, ends, [c for _, c in pairs], settings)

@@ -164,10 +164,10 @@ def same_hardware(record: dict[str, Any], hardware: dict[str, Any]) -> bool:
 # --- records ------------------------------------------------------------------------------------
 
 
-def load_records(folder: str | Path = RESULTS_DIR) -> list[dict[str, Any]]:
-    """Every readable record in ``folder``, newest first; each gets ``_file`` (its file name)."""
+def load_records(folder: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every readable record in ``folder`` (default assets/results), newest first, each with ``_file``."""
     records = []
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(folder or RESULTS_DIR).glob("*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

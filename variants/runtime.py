@@ -130,6 +130,10 @@ class OrtQAModel(QAModel):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:
             options.intra_op_num_threads = threads
+        if os.environ.get("VARIANTS_ORT_SPIN", "0") != "1":
+            # Idle threads sleep instead of spinning: on a shared or small CPU (a Space, 2 cores) spinning
+            # threads steal time from the next request and from the other variants (measured 2x there).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         wants_cuda = device.startswith("cuda")
         providers = ["CPUExecutionProvider"]
