@@ -24,6 +24,7 @@ from pathlib import Path
 import gradio as gr
 import plotly.graph_objects as go
 
+from variants import custom
 from variants import results as records
 from variants import spec as specs
 from variants.__main__ import add_model_arguments, engine_from_args
@@ -158,7 +159,9 @@ def card_html(
     if error:
         state = "error"
     classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
-    role = "reference" if spec.name == "baseline" else ("headline" if spec.headline else "intermediate step")
+    role = {"baseline": "reference", custom.CUSTOM_NAME: "your model"}.get(
+        spec.name, "headline" if spec.headline else "intermediate step"
+    )
     head = (
         f'<div class="qa-head"><span class="qa-title">{esc(spec.label)}</span>'
         f'<span class="qa-role">{esc(role)}</span></div>'
@@ -378,7 +381,7 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
             engine.check_input(question, context)
         except InputError as exc:
             message = str(exc)
-            about_question = "question" in message.lower()
+            about_question = exc.field == "question"
             return [
                 gr.validate(about_question, "" if about_question else message),
                 gr.validate(not about_question, message if about_question else ""),
@@ -420,6 +423,36 @@ def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
             raise gr.Error(str(exc)) from None
 
     return answer
+
+
+# --- Try your own model ---------------------------------------------------------------------------
+
+
+def custom_status_html(message: str, ok: bool) -> str:
+    kind = "qa-ok" if ok else "qa-notice"
+    return f'<div class="{kind}">{esc(message)}</div>'
+
+
+def make_custom_loader(engine: Engine, steps: list[tuple[str, str]], max_mb: float) -> Callable[..., tuple]:
+    """Check and load a user's Hub model as the extra variant ``custom``; tick it so that its card shows."""
+
+    def load(model_id: str, extra: list[str], progress=gr.Progress()) -> tuple:
+        try:
+            loaded = custom.load_custom_variant(engine, model_id, max_mb, progress=lambda f, m: progress(f, desc=m))
+        except custom.CustomModelRefused as exc:
+            return custom_status_html(str(exc), ok=False), gr.skip()
+        if not loaded.ok:
+            return custom_status_html(f"{loaded.spec.label} failed to load: {loaded.error}", ok=False), gr.skip()
+        name = loaded.spec.name
+        status = (
+            f"Loaded {loaded.spec.label.removeprefix('Your model: ')} ({loaded.spec.description.rstrip('.')}) "
+            "as an extra variant: press Ask to compare it. Loading another model replaces it."
+        )
+        ticked = [*(e for e in extra or [] if e != name), name]
+        choices = [*steps, (loaded.spec.label, name)]
+        return custom_status_html(status, ok=True), gr.CheckboxGroup(choices=choices, value=ticked, visible=True)
+
+    return load
 
 
 # --- Benchmark tab --------------------------------------------------------------------------------
@@ -682,11 +715,25 @@ def about_html(engine: Engine) -> str:
         f"{engine.settings.max_length}-token windows (stride {engine.settings.stride}), each window's start/end "
         "scores are decoded into the best span, and SQuAD v2's "
         "'no answer' wins when it scores higher. Only the model underneath changes.</p>"
+        f"<p>{esc(serving_line(engine))}</p>"
         '<table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th><th>Build steps</th>'
         "<th>Runs on (device · provider · precision), size</th><th>Load / build time</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
     )
+
+
+def serving_line(engine: Engine) -> str:
+    """How requests are served: the context limit and, if on, dynamic batching."""
+    line = f"Contexts of up to {engine.max_context_chars:,} characters are accepted."
+    if engine.batching is not None:
+        b = engine.batching
+        line += (
+            f" Dynamic batching is on: requests reaching a variant within {b.max_wait_ms:g} ms of each other run "
+            f"as one batch (up to {b.max_batch_size}), so latencies include that wait; INT8 variants, whose "
+            "answers depend on what shares their batch, run one request at a time."
+        )
+    return line
 
 
 def machine_summary() -> str:
@@ -745,6 +792,8 @@ BANNER_CSS = """
 .qa-about th, .qa-about td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; text-align: left;
   vertical-align: top; }
 .qa-bad { color: #dc2626; }
+.qa-ok { padding: 10px 14px; border-radius: 8px; border: 1px solid #16a34a; background: #f0fdf4; color: #14532d;
+  overflow-wrap: anywhere; }
 """
 PAGE_CSS = ".gradio-container { max-width: 1400px !important; }"
 
@@ -766,13 +815,19 @@ def build_demo(
     concurrency_limit: int = 1,
     max_queue: int = 32,
     sample_file: Path = SAMPLE_FILE,
+    allow_custom_models: bool = False,
+    max_custom_mb: float | None = None,
 ) -> gr.Blocks:
     """The page for an already-loaded engine, its queue configured: every handler that runs a model is in
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
-    latencies shown), and at most ``max_queue`` requests wait."""
+    latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
+    ``max_queue`` requests wait. ``allow_custom_models`` adds "Try your own model" (absent otherwise)."""
     results_dir = results_dir or os.environ.get(RESULTS_ENV) or None
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
+    custom_mb = None  # the size cap of "Try your own model"; None leaves the feature out
+    if allow_custom_models:
+        custom_mb = custom.max_custom_mb() if max_custom_mb is None else max_custom_mb
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
     steps = [(v.spec.label, v.spec.name) for v in engine.loaded if not v.spec.headline]
     with gr.Blocks(title="QA variants side by side") as demo:
@@ -785,7 +840,7 @@ def build_demo(
         if engine.notice:
             _html(f'<div class="qa-notice"><b>Fallback:</b> {esc(engine.notice)}</div>')
         with gr.Tab("Ask"):
-            _ask_tab(engine, headline, steps, group, sample_file)
+            _ask_tab(engine, headline, steps, group, sample_file, custom_mb)
         with gr.Tab("Benchmark"):
             _benchmark_tab(engine, results_dir, group, sample_file)
         with gr.Tab("About"):
@@ -795,11 +850,25 @@ def build_demo(
     return demo
 
 
-def _ask_tab(engine: Engine, headline: list[str], steps: list[tuple[str, str]], group: dict, sample_file: Path):
+def _ask_tab(
+    engine: Engine,
+    headline: list[str],
+    steps: list[tuple[str, str]],
+    group: dict,
+    sample_file: Path,
+    custom_mb: float | None = None,
+):
+    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out."""
     last = gr.State({})
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            context = gr.Textbox(label="Context", lines=7, max_lines=14, placeholder="Paste a passage…")
+            context = gr.Textbox(
+                label="Context",
+                lines=7,
+                max_lines=14,
+                placeholder="Paste a passage…",
+                info=f"Up to {engine.max_context_chars:,} characters; long passages are read in overlapping windows.",
+            )
             question = gr.Textbox(label="Question", placeholder="Ask something the passage answers (or not)")
             submit = gr.Button("Ask every variant", variant="primary")
             rows, labels = load_examples(sample_file)
@@ -807,6 +876,16 @@ def _ask_tab(engine: Engine, headline: list[str], steps: list[tuple[str, str]], 
                 gr.Examples(
                     rows, [context, question], example_labels=labels, cache_examples=False, label="Try an example"
                 )
+            if custom_mb is not None:
+                with gr.Accordion("Try your own model", open=False, elem_id="custom-model"):
+                    model_id = gr.Textbox(
+                        label="Hub model id",
+                        placeholder=custom.EXAMPLE_ID,
+                        info=f"An extractive QA model (…ForQuestionAnswering) of the BERT family, up to "
+                        f"{custom_mb:,.0f} MB; it runs in PyTorch next to the others.",
+                    )
+                    load = gr.Button("Load it as an extra variant")
+                    custom_status = _html("", elem_id="custom-status")
         with gr.Column(scale=2):
             summary = _html(summary_html(engine, headline, {}, running=False))
             chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
@@ -829,6 +908,16 @@ def _ask_tab(engine: Engine, headline: list[str], steps: list[tuple[str, str]], 
         **group,
     )
     extra.change(make_reselect(engine), [extra, last], [cards, summary, chart], queue=False, api_visibility="private")
+    if custom_mb is not None:
+        gr.on(
+            [load.click, model_id.submit],
+            make_custom_loader(engine, steps, custom_mb),
+            [model_id, extra],
+            [custom_status, extra],
+            api_visibility="private",
+            concurrency_id="custom-model",
+            concurrency_limit=1,
+        )
 
 
 def _benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path):
@@ -878,6 +967,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         pruned=os.environ.get("VARIANTS_PRUNED") or None,
         device=os.environ.get("VARIANTS_DEVICE") or "auto",
         variants=os.environ.get("VARIANTS_NAMES") or None,
+        batching=os.environ.get("VARIANTS_BATCHING", "").strip().lower() in ("1", "true", "yes", "on"),
+        batch_wait_ms=float(os.environ.get("VARIANTS_BATCH_WAIT_MS") or 5.0),
+        max_batch=int(os.environ.get("VARIANTS_MAX_BATCH") or 16),
     )
     parser.add_argument("--port", type=int, default=7860, help="local port (default 7860)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (a Space always uses 0.0.0.0)")
@@ -895,7 +987,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="requests that may wait in the queue; more are turned away (default 32)",
     )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
+    parser.add_argument(
+        "--allow-custom-models",
+        action="store_true",
+        help="let users load a Hub model of their own as an extra variant (off by default; on a Space only with "
+        f"{custom.ALLOW_ENV}=1)",
+    )
     return parser.parse_args(argv)
+
+
+def model_concurrency(args: argparse.Namespace, engine: Engine) -> int:
+    """Model requests let in at once: ``--concurrency``, or with dynamic batching enough to fill a batch
+    (they meet in each variant's batcher, which still runs its model one batch at a time)."""
+    if engine.batching is None:
+        return args.concurrency
+    return max(args.concurrency, engine.batching.max_batch_size)
 
 
 def load_models(args: argparse.Namespace) -> Engine:
@@ -921,12 +1027,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     try:
+        allow_custom = custom.custom_models_allowed(args.allow_custom_models)
+        custom_mb = custom.max_custom_mb() if allow_custom else None
         engine = load_models(args)
-    except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file
+    except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
         return 2
     demo = build_demo(
-        engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
+        engine,
+        results_dir=args.results_dir,
+        concurrency_limit=model_concurrency(args, engine),
+        max_queue=args.max_queue,
+        allow_custom_models=allow_custom,
+        max_custom_mb=custom_mb,
     )
     host, port = serve_address(args)
     demo.launch(server_name=host, server_port=port, share=args.share, **launch_style())

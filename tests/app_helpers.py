@@ -1,4 +1,5 @@
-"""Shared by test_app.py and test_browser.py: a tiny engine, a running app, a fake benchmark record.
+"""Shared by the app, browser and custom-model tests: a tiny engine, a running app, a fake benchmark
+record, and a stand-in for the Hugging Face Hub.
 
 Not a conftest: the fixtures stay in the test modules; this module only holds plain helpers (the
 engine is cached per process so both modules share one build of the tiny ONNX variants).
@@ -13,7 +14,12 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
+import huggingface_hub
+import pytest
+
+from variants import custom
 from variants.engine import Engine, load_engine
 from variants.qa import DecodeSettings
 from variants.results import current_hardware
@@ -22,6 +28,9 @@ from variants.results import current_hardware
 TINY_SETTINGS = DecodeSettings(max_length=128, stride=32)
 CONTEXT = "paris is the capital of france and its largest city, with a population of two million people."
 QUESTION = "what is the capital of france?"
+MODEL_ID = "someone/tiny-qa"  # a user's "Hub model", stood in for by the tiny QA model
+MB = 1_000_000
+SMALL = {"config.json": 600, "model.safetensors": 20 * MB, "vocab.txt": 200_000, "tokenizer.json": 700_000}
 
 
 @functools.cache
@@ -106,3 +115,40 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
     path = folder / "fake-record.json"
     path.write_text(json.dumps(record), encoding="utf-8")
     return path
+
+
+class FakeHub:
+    """model_info with a file listing, and hf_hub_download serving a local config.json; records calls."""
+
+    def __init__(self, config: dict | Path, files: dict[str, int], sha: str = "0123456789abcdef") -> None:
+        self.config, self.files, self.sha = config, files, sha
+        self.info_calls: list[str] = []
+        self.downloads: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
+        hub = self
+
+        def model_info(_api, repo_id: str, files_metadata: bool = False, **_kw):
+            assert files_metadata, "sizes are needed"
+            hub.info_calls.append(repo_id)
+            siblings = [SimpleNamespace(rfilename=n, size=s) for n, s in hub.files.items()]
+            return SimpleNamespace(sha=hub.sha, siblings=siblings)
+
+        def hf_hub_download(repo_id: str, filename: str, revision: str | None = None, **_kw) -> str:
+            hub.downloads.append(filename)
+            assert revision == hub.sha, "the config of the checked commit"
+            if isinstance(hub.config, Path):
+                return str(hub.config)
+            path = tmp_path / "config.json"
+            path.write_text(json.dumps(hub.config), encoding="utf-8")
+            return str(path)
+
+        def no_snapshot(*_a, **_kw):
+            raise AssertionError("nothing but config.json may be downloaded during the checks")
+
+        monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+        monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+        monkeypatch.setattr(huggingface_hub, "snapshot_download", no_snapshot)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv(custom.MAX_MB_ENV, raising=False)
+        return self

@@ -87,3 +87,9 @@ def tiny_pruned_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     zero_out(model, PRUNED_HEADS, PRUNED_NEURONS)
     model.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One artifact cache for the session, so the tiny models' ONNX variants are built once."""
+    return tmp_path_factory.mktemp("artifacts")

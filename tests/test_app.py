@@ -25,8 +25,8 @@ SHIPPED_PRUNED = specs.EMBEDDED_MODELS / "minilm-squad2-pruned"
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(tmp_path_factory.mktemp("artifacts")))
+def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path):
+    return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import running, tiny_engine, write_fake_record
+from app_helpers import MODEL_ID, SMALL, FakeHub, running, tiny_engine, write_fake_record
 
 import app
+from variants import custom
+from variants.engine import load_engine
+from variants.sources import ResolvedSource
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -30,8 +33,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def url(tiny_qa_dir: Path, tiny_pruned_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    engine = tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(tmp_path_factory.mktemp("artifacts")))
+def url(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    engine = tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
     results = tmp_path_factory.mktemp("results")
     write_fake_record(results, engine)
     with running(app.build_demo(engine, results_dir=results)) as address:
@@ -67,7 +70,7 @@ def shots(tmp_path: Path) -> Path:
 
 def ask(page, context: str, question: str) -> None:
     page.get_by_label("Context").fill(context)
-    page.get_by_label("Question").fill(question)
+    page.get_by_placeholder("Ask something the passage answers").fill(question)
     page.get_by_role("button", name="Ask every variant").click()
 
 
@@ -98,7 +101,7 @@ def test_ask_fills_every_card(page, shots: Path) -> None:
 def test_example_and_bad_input(page, shots: Path) -> None:
     page.get_by_text("Normans: answerable").click()
     page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Normandy located'))")
-    page.get_by_label("Question").fill("")
+    page.get_by_placeholder("Ask something the passage answers").fill("")
     page.get_by_role("button", name="Ask every variant").click()
     page.get_by_text("Please type a question.").first.wait_for()  # under the question box
     page.screenshot(path=str(shots / "error.png"))
@@ -119,3 +122,38 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.get_by_role("tab", name="About").click()
     page.get_by_text("Build steps").wait_for()
     page.screenshot(path=str(shots / "about.png"), full_page=True)
+
+
+def test_try_your_own_model(browser, tiny_qa_dir: Path, artifacts_dir: Path, tmp_path: Path, monkeypatch, shots):
+    """With --allow-custom-models: a path is refused, a (stand-in) Hub model loads and answers on its own card."""
+    hub = FakeHub(tiny_qa_dir / "config.json", SMALL).install(monkeypatch, tmp_path)
+
+    def resolve_hub(model_id: str, revision: str | None = None, extra_ignore=()) -> ResolvedSource:
+        return ResolvedSource(model_id, tiny_qa_dir, f"hub:{model_id}@{revision}", False)
+
+    monkeypatch.setattr(custom, "resolve_hub", resolve_hub)
+    overrides = {"baseline": str(tiny_qa_dir)}
+    engine = load_engine("embedded", "cpu", overrides, cache_dir=artifacts_dir, names=["baseline"])
+    demo = app.build_demo(engine, results_dir=tmp_path, allow_custom_models=True)
+    with running(demo) as address:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(address)
+        page.get_by_text("Try your own model").click()
+        box = page.get_by_label("Hub model id")
+        box.fill("../../etc/passwd")
+        page.get_by_role("button", name="Load it as an extra variant").click()
+        page.locator("#custom-status .qa-notice").get_by_text("never file paths").wait_for()
+        box.fill(MODEL_ID)
+        page.get_by_role("button", name="Load it as an extra variant").click()
+        page.locator("#custom-status .qa-ok").wait_for()
+        page.wait_for_selector('#qa-cards .qa-card[data-variant="custom"]')
+        ask(page, CONTEXT, QUESTION)
+        page.wait_for_function(ALL_SETTLED)
+        card = page.locator('#qa-cards .qa-card[data-variant="custom"]')
+        assert card.get_attribute("data-state") == "done", card.inner_text()
+        assert MODEL_ID in card.inner_text()
+        page.screenshot(path=str(shots / "custom-model.png"), full_page=True)
+        context.close()
+    assert hub.downloads == ["config.json"]

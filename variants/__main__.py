@@ -14,7 +14,7 @@ from variants.sources import SourceUnavailable
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which variants to load: a preset, per-variant sources, or a config file."""
+    """Which variants to load (a preset, per-variant sources, or a config file) and how they serve."""
     parser.add_argument(
         "--preset", default=None, help=f"one of {sorted(specs.FAMILIES)} (default {specs.DEFAULT_PRESET})"
     )
@@ -25,6 +25,46 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=None, help="comma-separated variant names to load (default: all)")
     parser.add_argument("--cache-dir", default=None, help="where built artifacts are cached")
     parser.add_argument("--no-fallback", action="store_true", help="fail instead of falling back to 'embedded'")
+    parser.add_argument(
+        "--max-context-chars",
+        type=positive_int,
+        default=None,
+        help="longest context accepted, in characters (default $VARIANTS_MAX_CONTEXT_CHARS or 25,000)",
+    )
+    parser.add_argument(
+        "--batching",
+        action="store_true",
+        help="dynamic batching: concurrent requests to one variant run as one batch (env VARIANTS_BATCHING=1)",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        help="with --batching, how long a request waits for others (default 5 ms)",
+    )
+    parser.add_argument(
+        "--max-batch", type=positive_int, default=16, help="with --batching, most requests in one batch (default 16)"
+    )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (thousands separators allowed)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def batching_from_args(args: argparse.Namespace):
+    """The :class:`~variants.batching.BatchingConfig` the arguments ask for, or None."""
+    from variants.batching import BatchingConfig  # noqa: PLC0415
+
+    if not getattr(args, "batching", False):
+        return None
+    return BatchingConfig(max_wait_ms=args.batch_wait_ms, max_batch_size=args.max_batch)
 
 
 def engine_from_args(args: argparse.Namespace, progress=None):
@@ -50,6 +90,8 @@ def engine_from_args(args: argparse.Namespace, progress=None):
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         names=names,
         progress=progress,
+        max_context_chars=getattr(args, "max_context_chars", None),
+        batching=batching_from_args(args),
     )
 
 

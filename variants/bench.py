@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from variants.cache import dist_version
+from variants.cache import library_versions as artifact_versions
 from variants.measure import (
     Answerer,
     MemoryProbe,
@@ -207,25 +208,11 @@ def _counts(examples: list[QAExample]) -> dict[str, int]:
 
 def library_versions() -> dict[str, str | None]:
     """Versions of the libraries that shape the numbers (None where not installed)."""
-
-    def version(*dists: str) -> str | None:
-        for dist in dists:
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                continue
-        return None
-
     return {
         "python": platform.python_version(),
-        "torch": version("torch"),
-        "transformers": version("transformers"),
-        "tokenizers": version("tokenizers"),
-        "onnxruntime": version("onnxruntime-gpu", "onnxruntime"),
-        "optimum": version("optimum"),
-        "optimum-onnx": version("optimum-onnx"),
-        "onnx": version("onnx"),
-        "numpy": version("numpy"),
+        **artifact_versions(),
+        "tokenizers": dist_version("tokenizers"),
+        "numpy": dist_version("numpy"),
     }
 
 

@@ -39,17 +39,19 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser() / "qa-variants"
 
 
+def dist_version(*dists: str) -> str | None:
+    """The installed version of the first of ``dists`` that is installed, else None."""
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def library_versions() -> dict[str, str | None]:
     """Versions of the libraries that shape a built artifact (None where not installed)."""
-
-    def version(*dists: str) -> str | None:
-        for dist in dists:
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                continue
-        return None
-
+    version = dist_version
     return {
         "torch": version("torch"),
         "transformers": version("transformers"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,15 +18,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from variants import spec as specs
-from variants.qa import Answer, DecodeSettings, InputError, answer_pairs
+from variants.batching import Batcher, BatchingConfig
+from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
 from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, resolve_device
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
 log = logging.getLogger("variants.engine")
 
 Progress = Callable[[float, str], None]
-MAX_CONTEXT_CHARS = 25_000
+MAX_CONTEXT_CHARS = 25_000  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
+MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
 MAX_QUESTION_CHARS = 1_000
+MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
+
+
+def default_max_context_chars() -> int:
+    """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
+    raw = os.environ.get(MAX_CONTEXT_ENV, "").strip()
+    if not raw:
+        return MAX_CONTEXT_CHARS
+    try:
+        value = int(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise ValueError(f"{MAX_CONTEXT_ENV}={raw!r} is not a whole number of characters") from None
+    if value < 1:
+        raise ValueError(f"{MAX_CONTEXT_ENV} must be at least 1, not {value}")
+    return value
 
 
 @dataclass
@@ -63,6 +81,7 @@ class LoadedVariant:
     error: str | None = None
     artifact: Path | None = None
     settings: DecodeSettings | None = None  # the engine's, with windows capped to what the model takes
+    batcher: Batcher | None = field(default=None, repr=False)  # with dynamic batching on
 
     @property
     def ok(self) -> bool:
@@ -71,7 +90,11 @@ class LoadedVariant:
 
 @dataclass
 class Engine:
-    """Loaded variants of one preset, shared by all requests (thread-safe)."""
+    """Loaded variants of one preset, shared by all requests (thread-safe).
+
+    With ``batching`` set, concurrent requests to one variant meet in its :class:`Batcher` and run as
+    one batch; call :meth:`close` (or use the engine as a context manager) to stop the batchers' threads.
+    """
 
     specs: list[specs.VariantSpec]
     device: str = "auto"
@@ -80,13 +103,16 @@ class Engine:
     preset: str = ""
     notice: str = ""  # e.g. the fallback to the embedded preset
     max_context_chars: int = MAX_CONTEXT_CHARS
+    batching: BatchingConfig | None = None
     variants: dict[str, LoadedVariant] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
+        if self.max_context_chars < 1:
+            raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
         self._sources: dict[str, ResolvedSource] = {}
         self._torch: dict[tuple[str, bool], object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -94,27 +120,109 @@ class Engine:
         """Build (or reuse from cache) and load every variant; a failure stays on its variant."""
         progress = progress or (lambda _f, _m: None)
         share = 1 / max(1, len(self.specs))
-        for i, spec in enumerate(self.specs):
-            progress(i * share, f"Loading {spec.label}")
-            started = time.perf_counter()
-            loaded = LoadedVariant(spec)
+        with self._lock:
+            for i, spec in enumerate(self.specs):
+                progress(i * share, f"Loading {spec.label}")
 
-            def step_progress(fraction: float, message: str, base: float = i * share) -> None:
-                progress(base + fraction * share, message)
+                def step_progress(fraction: float, message: str, base: float = i * share) -> None:
+                    progress(base + fraction * share, message)
 
-            try:
-                loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, step_progress)
-                loaded.settings = self._settings_for(loaded)
-                loaded.model.warmup()
-            except Exception as exc:
-                loaded.error = _describe(exc)
-                log.warning("variant %s failed to load: %s", spec.name, loaded.error)
-                log.debug("traceback", exc_info=True)
-            loaded.load_seconds = time.perf_counter() - started
-            self.variants[spec.name] = loaded
-        self._torch.clear()  # torch copies kept only for exports
+                loaded = self._load_variant(spec, step_progress)
+                self._start_batcher(loaded)
+                self.variants = {**self.variants, spec.name: loaded}
+            self._torch.clear()  # torch copies kept only for exports
         progress(1.0, "Ready")
         return self
+
+    def _load_variant(self, spec: specs.VariantSpec, progress: Progress) -> LoadedVariant:
+        """One variant loaded and warmed up, or carrying the one-line error that stopped it."""
+        started = time.perf_counter()
+        loaded = LoadedVariant(spec)
+        try:
+            loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, progress)
+            loaded.settings = self._settings_for(loaded)
+            loaded.model.warmup()
+        except Exception as exc:
+            loaded.model = None
+            loaded.error = _describe(exc)
+            log.warning("variant %s failed to load: %s", spec.name, loaded.error)
+            log.debug("traceback", exc_info=True)
+        loaded.load_seconds = time.perf_counter() - started
+        return loaded
+
+    def add_variant(
+        self, spec: specs.VariantSpec, source: ResolvedSource | None = None, progress: Progress | None = None
+    ) -> LoadedVariant:
+        """Load one more variant next to the others (replacing one of the same name); its error, if any,
+        stays on it. ``source`` is the already-resolved source (e.g. a checked Hub snapshot)."""
+        with self._lock:
+            if source is not None:
+                self._sources[spec.source] = source
+            loaded = self._load_variant(spec, progress or (lambda _f, _m: None))
+            self._torch.clear()
+            self._start_batcher(loaded)
+            old = self.variants.get(spec.name)
+            self.specs = [*(s for s in self.specs if s.name != spec.name), spec]
+            self.variants = {**self.variants, spec.name: loaded}  # one assignment: readers see old or new
+            if old is not None and old.batcher is not None:
+                old.batcher.close()
+        return loaded
+
+    def remove_variant(self, name: str) -> None:
+        """Unload a variant (requests already running on it finish)."""
+        with self._lock:
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        old = self.variants.get(name)
+        self.specs = [s for s in self.specs if s.name != name]
+        self.variants = {k: v for k, v in self.variants.items() if k != name}
+        if old is not None and old.batcher is not None:
+            old.batcher.close()
+
+    def _start_batcher(self, loaded: LoadedVariant) -> None:
+        """With batching on, a batcher per loaded variant (one at a time for batch-sensitive models)."""
+        if self.batching is None or not loaded.ok:
+            return
+        model, tokenizer = loaded.model, loaded.tokenizer
+        settings = loaded.settings or self.settings
+        config = self.batching
+        if not model.batch_invariant:  # its answers depend on what shares the batch: never mix requests
+            config = BatchingConfig(max_wait_ms=0, max_batch_size=1)
+
+        def run(pairs: list[tuple[str, str]]) -> list[Answer]:
+            return answer_pairs(model, tokenizer, pairs, settings)
+
+        def same_windows(pair: tuple[str, str]) -> int:
+            return window_stride(tokenizer, [pair[0]], settings)
+
+        loaded.batcher = Batcher(run, config, same_windows, loaded.spec.name)
+
+    def close(self) -> None:
+        """Stop the batchers' threads (requests already queued are answered first)."""
+        for loaded in self.loaded:
+            if loaded.batcher is not None:
+                loaded.batcher.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def batch_stats(self) -> dict[str, dict]:
+        """Per batched variant: requests, batches and the mean and largest batch so far."""
+        return {
+            v.spec.name: {
+                "requests": v.batcher.stats.requests,
+                "batches": v.batcher.stats.batches,
+                "mean_batch": round(v.batcher.stats.mean_batch, 2),
+                "largest": v.batcher.stats.largest,
+                "max_batch_size": v.batcher.config.max_batch_size,
+            }
+            for v in self.loaded
+            if v.batcher is not None
+        }
 
     def source(self, spec: specs.VariantSpec) -> ResolvedSource:
         if spec.source not in self._sources:
@@ -232,7 +340,9 @@ class Engine:
 
     def answer_one(self, name: str, question: str, context: str) -> VariantResult:
         """One variant's answer with its latency (tokenize, run every window, decode)."""
-        loaded = self.variants[name]
+        loaded = self.variants.get(name)
+        if loaded is None:  # e.g. a user's model replaced meanwhile
+            return VariantResult(name, name, error="This variant is no longer loaded.")
         spec = loaded.spec
         result = VariantResult(spec.name, spec.label)
         if not loaded.ok:
@@ -241,9 +351,13 @@ class Engine:
         model = loaded.model
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
+        batcher = loaded.batcher
         try:
-            started = time.perf_counter()
-            ans = answer_pairs(model, loaded.tokenizer, [(question, context)], loaded.settings or self.settings)[0]
+            started = time.perf_counter()  # with batching, the wait for a batch counts too
+            if batcher is not None:
+                ans = batcher.answer(question, context)
+            else:
+                ans = answer_pairs(model, loaded.tokenizer, [(question, context)], loaded.settings or self.settings)[0]
             result.latency_ms = (time.perf_counter() - started) * 1000
         except InputError:
             raise
@@ -289,11 +403,17 @@ def _fill(result: VariantResult, ans: Answer) -> None:
 def _describe(exc: BaseException) -> str:
     """A one-line message for a card or a log; tracebacks go to the log only."""
     if isinstance(exc, (SourceUnavailable, InputError)):
-        return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if "out of memory" in text.lower():
-        return f"Out of memory while running this variant ({type(exc).__name__})."
-    return f"{type(exc).__name__}: {text}"[:500]
+        return _one_line(str(exc), 1000)
+    text = _one_line(str(exc))
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return f"Out of memory ({type(exc).__name__}): not enough memory for this variant; the others are unaffected."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def load_engine(
@@ -306,13 +426,26 @@ def load_engine(
     settings: DecodeSettings | None = None,
     names: list[str] | None = None,
     progress: Progress | None = None,
+    max_context_chars: int | None = None,
+    batching: BatchingConfig | None = None,
 ) -> Engine:
-    """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load."""
+    """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load.
+
+    ``max_context_chars`` defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on
+    dynamic batching of concurrent requests (see :mod:`variants.batching`).
+    """
     device = resolve_device(device)
     chosen = variant_specs or specs.preset(preset, device, overrides)
     if names:
         chosen = [s for s in chosen if s.name in names]
-    engine = Engine(chosen, device=device, settings=settings or DecodeSettings(), cache_dir=cache_dir, preset=preset)
+    options = {
+        "device": device,
+        "settings": settings or DecodeSettings(),
+        "cache_dir": cache_dir,
+        "max_context_chars": max_context_chars or default_max_context_chars(),
+        "batching": batching,
+    }
+    engine = Engine(chosen, preset=preset, **options)
     if fallback and preset != specs.FALLBACK_PRESET and not variant_specs:
         problem = _first_unavailable(engine)
         if problem:
@@ -320,13 +453,7 @@ def load_engine(
             fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
             if names:
                 fallback_specs = [s for s in fallback_specs if s.name in names]
-            engine = Engine(
-                fallback_specs,
-                device=device,
-                settings=engine.settings,
-                cache_dir=cache_dir,
-                preset=specs.FALLBACK_PRESET,
-            )
+            engine = Engine(fallback_specs, preset=specs.FALLBACK_PRESET, **options)
             engine.notice = (
                 f"The {preset} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
                 f"models are shown instead. {problem}"

@@ -83,10 +83,13 @@ class InputError(ValueError):
         self.field = field
 
 
-def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) -> Windows:
-    """Split each (question, context) into windows of ``max_length`` tokens overlapping by ``stride``."""
-    questions = [q for q, _ in pairs]
-    contexts = [c for _, c in pairs]
+def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> int:
+    """The stride the windows of ``questions`` get: the settings' stride, less when the longest question
+    leaves little room for context; :class:`InputError` when it leaves almost none.
+
+    Pairs whose questions give the same stride are windowed exactly alike whether they are tokenized
+    alone or together (the dynamic batcher groups requests by it).
+    """
     longest_question = max(len(tokenizer(q, add_special_tokens=False)["input_ids"]) for q in questions)
     room = settings.max_length - longest_question - tokenizer.num_special_tokens_to_add(pair=True)
     if room < 8:
@@ -95,7 +98,14 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
             f"in a window of {settings.max_length} tokens.",
             "question",
         )
-    stride = min(settings.stride, room // 2)
+    return min(settings.stride, room // 2)
+
+
+def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) -> Windows:
+    """Split each (question, context) into windows of ``max_length`` tokens overlapping by ``stride``."""
+    questions = [q for q, _ in pairs]
+    contexts = [c for _, c in pairs]
+    stride = window_stride(tokenizer, questions, settings)
     enc = tokenizer(
         questions,
         contexts,

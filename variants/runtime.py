@@ -43,6 +43,9 @@ class QAModel(ABC):
     size_bytes: int = 0  # weights as run
     num_parameters: int = 0
     notes: tuple[str, ...] = ()  # e.g. a provider fallback
+    # Whether a pair's logits are the same whichever other windows share its batch. Not so for dynamic INT8
+    # quantization: its activation scales are taken over the whole batch tensor.
+    batch_invariant: bool = True
 
     @abstractmethod
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +155,7 @@ class OrtQAModel(QAModel):
         self.input_names = tuple(i.name for i in self.session.get_inputs())
         self.output_names = tuple(o.name for o in self.session.get_outputs())
         self.num_parameters, self.dtype = _onnx_parameters(model_file)
+        self.batch_invariant = self.dtype != "int8"
         # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
         self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
         self.path = model_file

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Weights in other frameworks, and other exports, are never needed.
-_IGNORE = [
+IGNORE_PATTERNS = [
     "*.h5",
     "*.msgpack",
     "*.ot",
@@ -42,7 +42,8 @@ class ResolvedSource:
     is_local: bool
 
 
-def _offline_message(source: str, reason: str) -> str:
+def offline_message(source: str, reason: str) -> str:
+    """One sentence: the Hub cannot be reached for ``source``, and what to do instead."""
     return (
         f"The model {source!r} is not in the local Hugging Face cache and the Hub cannot be reached "
         f"({reason}); download it where there is network (`hf download {source} --local-dir DIR`) "
@@ -62,24 +63,28 @@ def resolve(source: str, revision: str | None = None) -> ResolvedSource:
         return ResolvedSource(source, folder.resolve(), "local:" + source_fingerprint(folder), True)
     if source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise SourceUnavailable(f"The folder {source!r} does not exist, and it is not a Hub model id.")
-    return _resolve_hub(source, revision)
+    return resolve_hub(source, revision)
 
 
-def _resolve_hub(source: str, revision: str | None) -> ResolvedSource:
+def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[str, ...] = ()) -> ResolvedSource:
+    """A Hub id as a snapshot folder (never a local path: for ids typed by a user), skipping files that
+    match :data:`IGNORE_PATTERNS` or ``extra_ignore``."""
     from huggingface_hub import snapshot_download  # noqa: PLC0415
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
 
     offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
     try:
-        path = snapshot_download(source, revision=revision, ignore_patterns=_IGNORE, local_files_only=offline)
+        path = snapshot_download(
+            source, revision=revision, ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore], local_files_only=offline
+        )
     except HFValidationError as exc:
         raise SourceUnavailable(f"{source!r} is neither an existing folder nor a valid Hub model id ({exc}).") from None
     except RepositoryNotFoundError:
         raise SourceUnavailable(f"The Hub has no model {source!r} (or it is private); check the id.") from None
     except LocalEntryNotFoundError:
         reason = "HF_HUB_OFFLINE=1 is set" if offline else "no network"
-        raise SourceUnavailable(_offline_message(source, reason)) from None
+        raise SourceUnavailable(offline_message(source, reason)) from None
     except OSError as exc:  # connection errors surface as OSError subclasses (requests/httpx)
-        raise SourceUnavailable(_offline_message(source, type(exc).__name__)) from None
+        raise SourceUnavailable(offline_message(source, type(exc).__name__)) from None
     path = Path(path)
     return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)

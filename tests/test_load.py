@@ -1,0 +1,91 @@
+"""scripts/load_test.py at a small scale (8 clients x 3 requests) against the app on the tiny models, served
+in this process, without and with dynamic batching: no errors, every answer the single-client one, and
+memory that does not keep growing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+from app_helpers import TINY_SETTINGS, running, tiny_engine
+
+import app
+from variants.batching import BatchingConfig
+from variants.engine import load_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENTS, REQUESTS = 8, 24
+RSS_GROWTH_MB = 300  # generous: the first requests warm up allocators, thread pools and client sessions
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def load_test():
+    return load_script()
+
+
+@pytest.mark.parametrize("batching", [False, True], ids=["unbatched", "batched"])
+def test_small_load(load_test, batching, tiny_qa_dir, tiny_pruned_dir, artifacts_dir, tmp_path) -> None:
+    if batching:
+        overrides = {"baseline": str(tiny_qa_dir), "pruned": str(tiny_pruned_dir)}
+        config = BatchingConfig(max_wait_ms=5, max_batch_size=CLIENTS)
+        engine = load_engine(
+            "embedded",
+            "cpu",
+            overrides,
+            fallback=False,
+            cache_dir=artifacts_dir,
+            settings=TINY_SETTINGS,
+            batching=config,
+        )
+    else:
+        engine = tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
+    demo = app.build_demo(engine, results_dir=tmp_path, concurrency_limit=CLIENTS if batching else 1)
+    out = tmp_path / "load.json"
+    argv = ["--clients", str(CLIENTS), "--requests", str(REQUESTS), "--pairs", "6", "--timeout-s", "120"]
+    with running(demo) as url:
+        status = load_test.main(["--url", url, "--pid", str(os.getpid()), "--out", str(out), *argv])
+    if batching:
+        stats = engine.batch_stats()
+        engine.close()
+    record = json.loads(out.read_text(encoding="utf-8"))
+    (run,) = record["runs"]
+    assert status == 0, run
+    assert run["errors"] == 0 and run["mismatches"] == 0, run
+    assert run["completed"] == REQUESTS and run["clients"] == CLIENTS and not run["timed_out"]
+    assert run["latency_ms"]["p50"] > 0 and run["latency_ms"]["p95"] >= run["latency_ms"]["p50"]
+    assert run["throughput_rps"] > 0
+    rss = run["rss_mb"]
+    assert rss["samples"] >= 2 and rss["start"] > 0 and rss["max"] >= rss["end"]
+    assert rss["end"] - rss["start"] < RSS_GROWTH_MB, rss
+    assert [m["variant"] for m in run["models"]] == [v.spec.name for v in engine.loaded]
+    assert {"cpu", "cores"} <= set(record["hardware"]) and record["versions"]["gradio"]
+    if batching:
+        assert all(s["requests"] >= REQUESTS for s in stats.values())  # references + load, all via batchers
+
+
+def test_targets_only_this_machine(load_test) -> None:
+    assert load_test.check_url("http://127.0.0.1:7860") == "http://127.0.0.1:7860/"
+    assert load_test.check_url("http://localhost:9000/") == "http://localhost:9000/"
+    for url in ("http://example.com:7860", "http://10.0.0.5:7860", "https://huggingface.co/spaces/x/y"):
+        with pytest.raises(ValueError, match="only targets"):
+            load_test.check_url(url)
+    assert load_test.main(["--url", "http://192.168.1.1:7860", "--requests", "1"]) == 2
+    with pytest.raises(SystemExit):
+        load_test.parse_args(["--clients", "100000"])  # bounded
+
+
+def test_percentiles(load_test) -> None:
+    assert load_test.percentile([], 50) is None
+    assert load_test.percentile([5.0], 95) == 5.0
+    assert load_test.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert load_test.percentile(list(range(1, 101)), 95) == pytest.approx(95.05)

@@ -1,0 +1,129 @@
+"""Property-based tests of the decoding path (variants.qa) with a stub model returning random logits.
+
+For any context (Unicode, emoji, right-to-left, combining marks, whitespace runs) and any logits, the
+answer's offsets slice the context to exactly the answer's text, a null answer is "" at (0, 0), and the
+only exception is InputError, for an empty or too long question or an empty context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from transformers import BertTokenizerFast
+
+from variants.qa import Answer, DecodeSettings, InputError, answer_pairs
+
+SETTINGS = DecodeSettings(max_length=48, stride=12, max_answer_length=8)
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+WORDS = ["paris", "is", "the", "capital", "of", "france", "what", "city", "1867", "largest", "people"]
+PIECES = [
+    *WORDS,
+    "🇫🇷",
+    "👩‍👩‍👧",
+    "🥖",
+    "باريس",
+    "عاصمة",
+    "פריז",
+    "é",
+    "e\u0301",
+    "\u200b",
+    "\u200f",
+    "巴黎",
+    "Ｐａｒｉｓ",
+    "<b>",
+    "&amp;",
+]
+SPACES = st.sampled_from([" ", "  ", "\t", "\n", "\n\n", "\u00a0", "\u2003", " \r\n "])
+TOKENS = st.one_of(st.sampled_from(PIECES), st.text(min_size=1, max_size=6))
+
+
+def texts(min_size: int = 0, max_size: int = 60) -> st.SearchStrategy[str]:
+    """Words, emoji, right-to-left and odd characters, any text, joined by runs of assorted whitespace."""
+    parts = st.lists(st.tuples(TOKENS, SPACES), min_size=min_size, max_size=max_size)
+    return parts.map(lambda pairs: "".join(a + b for a, b in pairs))
+
+
+TEXT = texts()
+CONTEXTS = st.one_of(TEXT, texts(20, 90))  # short ones and ones that take several windows
+QUESTIONS = st.one_of(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),
+    TEXT.map(lambda t: t[:200]),  # anything, including too long for a window
+    st.sampled_from(["", "  ", "\u200b?"]),
+)
+
+
+class RandomLogits:
+    """A stand-in model: start/end logits of the right shape, random but a function of the input."""
+
+    input_names = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, salt: int) -> None:
+        self.salt = salt
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.ascontiguousarray(inputs["input_ids"])
+        seed = int.from_bytes(hashlib.sha256(ids.tobytes() + self.salt.to_bytes(8, "little")).digest()[:8], "little")
+        rng = np.random.default_rng(seed)
+        scale = rng.choice([0.1, 3.0, 30.0])  # flat, peaked and very peaked distributions
+        return (rng.normal(0, scale, ids.shape).astype(np.float32), rng.normal(0, scale, ids.shape).astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_qa_dir: Path) -> BertTokenizerFast:
+    return BertTokenizerFast.from_pretrained(tiny_qa_dir)
+
+
+def check_answer(answer: Answer, context: str) -> None:
+    assert 0 <= answer.start <= answer.end <= len(context)
+    assert context[answer.start : answer.end] == answer.text
+    if answer.is_null:
+        assert (answer.start, answer.end) == (0, 0)
+    assert answer.score >= 0.0 and 0.0 <= answer.null_score <= 1.0 + 1e-6
+
+
+@PROPERTY
+@given(context=CONTEXTS, question=QUESTIONS, salt=st.integers(0, 2**32), align=st.booleans())
+def test_offsets_slice_the_context_to_the_answer(tokenizer, context, question, salt, align) -> None:
+    options = DecodeSettings(**{**SETTINGS.__dict__, "align_to_words": align})
+    try:
+        (answer,) = answer_pairs(RandomLogits(salt), tokenizer, [(question, context)], options)
+    except InputError as exc:
+        if not question.strip():
+            assert exc.field == "question"
+        elif not context.strip():
+            assert exc.field == "context"
+        else:
+            assert exc.field == "question" and "too long" in str(exc)
+        return
+    assert question.strip() and context.strip()
+    check_answer(answer, context)
+
+
+@PROPERTY
+@given(pairs=st.lists(st.tuples(st.sampled_from(WORDS), CONTEXTS.filter(str.strip)), min_size=1, max_size=4))
+def test_batches_answer_each_pair_from_its_own_context(tokenizer, pairs) -> None:
+    answers = answer_pairs(RandomLogits(7), tokenizer, pairs, SETTINGS)
+    assert len(answers) == len(pairs)
+    for answer, (_question, context) in zip(answers, pairs, strict=True):
+        check_answer(answer, context)
+
+
+@PROPERTY
+@given(context=CONTEXTS.filter(str.strip), salt=st.integers(0, 2**32))
+def test_never_answering_gives_the_null_answer(tokenizer, context, salt) -> None:
+    """When [CLS] takes all the probability, the answer is the null one, whatever the context."""
+
+    class NullModel(RandomLogits):
+        def run(self, inputs):
+            start, end = super().run(inputs)
+            start[:, 0] = end[:, 0] = 1e4  # [CLS] is at position 0 for BERT
+            return start, end
+
+    (answer,) = answer_pairs(NullModel(salt), tokenizer, [("what is it?", context)], SETTINGS)
+    assert (answer.text, answer.start, answer.end) == ("", 0, 0)
