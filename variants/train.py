@@ -349,7 +349,7 @@ def reproduce_command(cfg: dict) -> str:
     return " \\\n  ".join(args)
 
 
-def card(folder: str, data: str) -> dict:
+def card(folder: str, data: str | None) -> dict:
     """Evaluate a trained folder and write its model card."""
     cfg = json.loads((Path(folder) / "train_config.json").read_text())["config"]
     pruned = cfg["stage"] == "prune"
@@ -398,17 +398,19 @@ def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False)
     return scores, seconds
 
 
-def write_card(folder: str | Path, data: str | Path, title: str, summary: str, command: str) -> dict:
-    """Evaluate ``folder`` on ``data`` and write its model card (README.md); returns the scores."""
-    from transformers import AutoConfig  # noqa: PLC0415
+def write_card(folder: str | Path, data: str | Path | None, title: str, summary: str, command: str) -> dict:
+    """Evaluate ``folder`` on ``data`` (None: reuse the stored evaluation) and write its model card."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering  # noqa: PLC0415
 
     folder = Path(folder)
     record = json.loads((folder / "train_config.json").read_text())
     config = AutoConfig.from_pretrained(folder)
     pruned = "heads_removed" in record
-    scores, seconds = evaluate_folder(folder, data, compact=pruned)
-    record["evaluation"] = {"data": str(Path(data).name), "seconds": round(seconds, 1), **scores}
-    (folder / "train_config.json").write_text(json.dumps(record, indent=2))
+    if data is not None:
+        scores, seconds = evaluate_folder(folder, data, compact=pruned)
+        record["evaluation"] = {"data": str(Path(data).name), "seconds": round(seconds, 1), **scores}
+        (folder / "train_config.json").write_text(json.dumps(record, indent=2))
+    scores = {k: v for k, v in record["evaluation"].items() if k not in ("data", "seconds")}
     cfg = record["config"]
     heads_removed = sum(len(v) for v in record.get("heads_removed", {}).values())
     ffn = record.get("ffn_kept", {})
@@ -424,7 +426,7 @@ def write_card(folder: str | Path, data: str | Path, title: str, summary: str, c
                  f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values())} of "
                  f"{config.num_hidden_layers * config.intermediate_size} FFN neurons removed (stored as zeros)")
         if pruned else "",
-        parameters=pruning.count_parameters(__import__("transformers").AutoModel.from_config(config)),
+        parameters=pruning.count_parameters(AutoModelForQuestionAnswering.from_config(config)),
         compacted=f"; {record['parameters_compacted']:,} after compaction" if pruned else "",
         minutes=record["training_seconds"] / 60,
         hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else ""),
