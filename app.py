@@ -934,8 +934,8 @@ def _benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample
     table = gr.Dataframe(table0, label="Per variant", interactive=False, wrap=True, elem_id="bench-table")
     gr.Markdown(
         "Stored records come from `python -m variants bench` (the full sample, hundreds of timed runs, sweeps). "
-        "A quick benchmark runs here and now on the first N questions of the SQuAD v2 sample, at batch 1, and is "
-        "not saved; it waits in the same model queue as the Ask tab. EM and F1 are percentages; latency is per "
+        "A quick benchmark runs here and now on N questions drawn at random from the SQuAD v2 sample, at batch 1, "
+        "and is not saved; it waits in the same model queue as the Ask tab. EM and F1 are percentages; latency is per "
         "question (tokenize, every window, decode)."
     )
     run.click(
