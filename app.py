@@ -79,6 +79,17 @@ def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]
 # --- formatting -----------------------------------------------------------------------------------
 
 
+def shown_source(source: str) -> str:
+    """A Hub id as is; a folder inside the app relative to it (server paths are not the visitor's business)."""
+    path = Path(source)
+    if path.is_absolute():
+        try:
+            return str(path.resolve().relative_to(ROOT))
+        except ValueError:
+            return path.name
+    return source
+
+
 def esc(value: object) -> str:
     """Every piece of user or model text goes through here before it reaches HTML."""
     return html.escape(str(value), quote=True)
@@ -703,7 +714,7 @@ def about_html(engine: Engine) -> str:
         rows.append(
             f"<tr><td><b>{esc(spec.label)}</b><br><code>{esc(spec.name)}</code>"
             f"{'<br>headline' if spec.headline else ''}</td>"
-            f"<td>{esc(spec.description)}<br><small>source: <code>{esc(spec.source)}</code></small></td>"
+            f"<td>{esc(spec.description)}<br><small>source: <code>{esc(shown_source(spec.source))}</code></small></td>"
             f"<td>{esc(steps)}<br><small>backend: {esc(spec.backend)}</small></td>"
             f"<td>{status}{notes}</td><td>{v.load_seconds:.1f} s</td></tr>"
         )
