@@ -1,0 +1,78 @@
+"""Training code on tiny data: answer labelling, oversampling, and both stages end to end."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+from variants import prune, train
+from variants.squad import QAExample
+
+CONTEXT = "the capital of france is paris and the largest city of italy is rome ."
+
+
+def squad_file(path, n: int = 8):
+    """A small SQuAD v2 file: answerable questions about paris/rome and unanswerable ones."""
+    qas = []
+    for i in range(n):
+        if i % 4 == 3:
+            qas.append({"id": f"q{i}", "question": "who built it ?", "answers": [], "is_impossible": True})
+        else:
+            word = "paris" if i % 2 else "rome"
+            qas.append({"id": f"q{i}", "question": f"what is {word} ?", "is_impossible": False,
+                        "answers": [{"text": word, "answer_start": CONTEXT.index(word)}]})  # fmt: skip
+    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_answer_spans_are_labelled_on_the_right_tokens(tiny_qa_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    answerable = QAExample("a", "where ?", CONTEXT, ("paris",), (CONTEXT.index("paris"),))
+    impossible = QAExample("b", "who ?", CONTEXT)
+    features = train.build_train_features(tokenizer, [answerable, impossible], max_length=64, stride=16)
+    first = features[0]
+    span = first["input_ids"][first["start_positions"] : first["end_positions"] + 1]
+    assert tokenizer.decode(span) == "paris"
+    assert (features[1]["start_positions"], features[1]["end_positions"]) == (0, 0)
+
+
+def test_an_answer_outside_a_window_points_at_cls(tiny_qa_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    context = "the city is old . " * 20 + "the capital is paris ."
+    example = QAExample("a", "where ?", context, ("paris",), (context.index("paris"),))
+    features = train.build_train_features(tokenizer, [example], max_length=32, stride=8)
+    assert len(features) > 2
+    labelled = [f for f in features if f["start_positions"] > 0]
+    assert len(labelled) >= 1 and features[0]["start_positions"] == 0
+
+
+def test_unanswerable_questions_can_be_oversampled(tmp_path):
+    cfg = train.TrainConfig("finetune", "", str(squad_file(tmp_path / "d.json")), "", impossible_repeat=3)
+    examples = train.load_examples(cfg)
+    assert len(examples) == 8 + 2 * 2
+    assert sum(e.is_impossible for e in examples) == 6
+
+
+def test_finetune_then_prune_end_to_end(tiny_qa_dir, tmp_path):
+    data = str(squad_file(tmp_path / "d.json"))
+    small = {"epochs": 1.0, "batch_size": 4, "max_length": 64, "stride": 16, "threads": 1}
+    tuned = tmp_path / "tuned"
+    train.finetune(train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tuned), **small))
+    pruned = tmp_path / "pruned"
+    train.prune_and_distill(train.TrainConfig("prune", "", data, str(pruned), teacher=str(tuned),
+                                              head_share=0.25, ffn_share=0.5, calib_examples=8, **small))  # fmt: skip
+
+    record = json.loads((pruned / "train_config.json").read_text())
+    assert record["config"]["teacher"] == str(tuned) and record["log"]
+    model = AutoModelForQuestionAnswering.from_pretrained(pruned, dtype=torch.float32).eval()
+    assert model.config.pruned_heads == {}  # stored dense, with zeros
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(input_ids=ids).start_logits
+    report = prune.compact(model)
+    assert report.num_heads_removed == 2  # 25% of 2 layers x 4 heads
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).start_logits, before, atol=1e-3, rtol=0)
