@@ -581,15 +581,23 @@ def accuracy_figure(frame) -> go.Figure:
             )
     else:
         _empty(fig, "No accuracy and latency numbers yet")
+    return _chart_layout(
+        fig,
+        "Accuracy against speed (up and left is better; bubble area = model size)",
+        "median latency per question (ms)",
+        "F1 on SQuAD v2 (%)",
+        right_margin=60,
+    )
+
+
+def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str, right_margin: int = 20) -> go.Figure:
+    """The benchmark tab's common chart style: title, axes, white template, legend below."""
     fig.update_layout(
-        title={
-            "text": "Accuracy against speed (up and left is better; bubble area = model size)",
-            "font": {"size": 14},
-        },
-        xaxis_title="median latency per question (ms)",
-        yaxis_title="F1 on SQuAD v2 (%)",
+        title={"text": title, "font": {"size": 14}},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
         height=440,
-        margin={"l": 10, "r": 60, "t": 50, "b": 40},
+        margin={"l": 10, "r": right_margin, "t": 50, "b": 40},
         template="plotly_white",
         legend={"orientation": "h", "y": -0.22, "font": {"size": 11}},
     )
@@ -631,16 +639,9 @@ def seq_len_figure(record: dict | None) -> go.Figure:
             "No sequence-length sweep in this record"
             + ("<br>(quick benchmarks skip it; run python -m variants bench)" if record else ""),
         )
-    fig.update_layout(
-        title={"text": "Latency against input length (one window, batch 1)", "font": {"size": 14}},
-        xaxis_title="sequence length (tokens)",
-        yaxis_title="median latency (ms)",
-        height=440,
-        margin={"l": 10, "r": 20, "t": 50, "b": 40},
-        template="plotly_white",
-        legend={"orientation": "h", "y": -0.22, "font": {"size": 11}},
+    return _chart_layout(
+        fig, "Latency against input length (one window, batch 1)", "sequence length (tokens)", "median latency (ms)"
     )
-    return fig
 
 
 def table_frame(frame):

@@ -158,8 +158,10 @@ def checked_hub(tiny_qa_dir: Path, tmp_path, monkeypatch) -> FakeHub:
     return hub
 
 
-def test_loaded_as_an_extra_variant(checked_hub, tiny_qa_dir: Path, artifacts_dir: Path) -> None:
-    engine = load_engine(
+@pytest.fixture
+def baseline_engine(tiny_qa_dir: Path, artifacts_dir: Path):
+    """A fresh engine with only the tiny baseline, for a custom variant to join."""
+    return load_engine(
         "embedded",
         "cpu",
         {"baseline": str(tiny_qa_dir)},
@@ -167,6 +169,10 @@ def test_loaded_as_an_extra_variant(checked_hub, tiny_qa_dir: Path, artifacts_di
         settings=TINY_SETTINGS,
         names=["baseline"],
     )
+
+
+def test_loaded_as_an_extra_variant(checked_hub, baseline_engine) -> None:
+    engine = baseline_engine
     loaded = custom.load_custom_variant(engine, MODEL_ID)
     assert loaded.ok and loaded.spec.name == "custom" and MODEL_ID in loaded.spec.label
     results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
@@ -180,15 +186,8 @@ def test_loaded_as_an_extra_variant(checked_hub, tiny_qa_dir: Path, artifacts_di
     assert engine.answer_one("custom", QUESTION, CONTEXT).error == "This variant is no longer loaded."
 
 
-def test_the_app_handler(checked_hub, tiny_qa_dir: Path, artifacts_dir: Path) -> None:
-    engine = load_engine(
-        "embedded",
-        "cpu",
-        {"baseline": str(tiny_qa_dir)},
-        cache_dir=artifacts_dir,
-        settings=TINY_SETTINGS,
-        names=["baseline"],
-    )
+def test_the_app_handler(checked_hub, baseline_engine) -> None:
+    engine = baseline_engine
     steps = [("Pruned + ONNX", "pruned-onnx")]
     load = app.make_custom_loader(engine, steps, 500)
     status, update = load("../../etc/passwd", ["pruned-onnx"], progress=lambda *_a, **_kw: None)

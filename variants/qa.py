@@ -90,7 +90,7 @@ def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> 
     Pairs whose questions give the same stride are windowed exactly alike whether they are tokenized
     alone or together (the dynamic batcher groups requests by it).
     """
-    longest_question = max(len(tokenizer(q, add_special_tokens=False)["input_ids"]) for q in questions)
+    longest_question = max(len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"])
     room = settings.max_length - longest_question - tokenizer.num_special_tokens_to_add(pair=True)
     if room < 8:
         raise InputError(
