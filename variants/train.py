@@ -244,6 +244,17 @@ def load_examples(cfg: TrainConfig) -> list[QAExample]:
     return examples
 
 
+def data_name(data: str) -> str:
+    """A local data file by its name only (the record must not point into this machine), a Hub name as is."""
+    return Path(data).name if Path(data).is_file() else data
+
+
+def _sha256(path: str) -> str:
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def save(
     model: nn.Module, tokenizer, cfg: TrainConfig, log: list[dict], seconds: float, extra: dict | None = None
 ) -> None:
@@ -253,7 +264,8 @@ def save(
     model.to(torch.float16).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     record = {
-        "config": asdict(cfg),
+        "config": {**asdict(cfg), "data": data_name(cfg.data)},
+        "data_sha256": _sha256(cfg.data) if Path(cfg.data).is_file() else None,
         "training_seconds": round(seconds, 1),
         "hardware": {
             "cpu": platform.processor() or platform.machine(),
