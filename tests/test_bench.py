@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from transformers import AutoTokenizer
 
 from variants import bench, results
 from variants.__main__ import main
 from variants.engine import load_engine
-from variants.measure import summarize
+from variants.measure import seq_len_sweep, summarize
 from variants.spec import VariantSpec
 from variants.squad import load_squad
 
@@ -335,3 +336,26 @@ def test_plot_script_writes_a_png(cli_run, tmp_path):
     html = tmp_path / "chart.html"
     assert module.main(["--folder", str(json_path.parent), "--out", str(html)]) == 0
     assert "plotly" in html.read_text()
+
+
+def test_sequence_length_sweep_takes_turns_and_keeps_one_failure_to_its_model(tiny_qa_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    calls: list[tuple[str, int]] = []
+
+    class Model:
+        input_names = ("input_ids", "attention_mask")
+
+        def __init__(self, name: str, fails_at: int | None = None) -> None:
+            self.name, self.fails_at = name, fails_at
+
+        def run(self, feed):
+            length = feed["input_ids"].shape[1]
+            calls.append((self.name, length))
+            if length == self.fails_at and sum(c == (self.name, length) for c in calls) > 2:
+                raise RuntimeError("out of memory")  # fails after its warm-up, mid-sweep
+
+    rows = seq_len_sweep({"a": (Model("a"), tokenizer), "b": (Model("b", fails_at=32), tokenizer)}, (16, 32), 6, 1, 2)
+    assert [r["n"] for r in rows["a"]] == [6, 6]
+    assert rows["b"][0]["n"] == 6 and rows["b"][1] == {"seq_len": 32, "error": "RuntimeError: out of memory"}
+    timed_16 = [name for name, length in calls if length == 16][2:]  # after each one's warm-up run
+    assert timed_16[:6] == ["a"] * 3 + ["b"] * 3  # turns of 2 timed runs after one untimed

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -63,10 +65,12 @@ def test_finetune_then_prune_end_to_end(tiny_qa_dir, tmp_path):
     train.finetune(train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tuned), **small))
     pruned = tmp_path / "pruned"
     train.prune_and_distill(train.TrainConfig("prune", "", data, str(pruned), teacher=str(tuned),
-                                              head_share=0.25, ffn_share=0.5, calib_examples=8, **small))  # fmt: skip
+                                              head_share=0.25, ffn_share=0.5, calib_examples=8, bf16=True,
+                                              **small))  # fmt: skip
 
     record = json.loads((pruned / "train_config.json").read_text())
-    assert record["config"]["teacher"] == str(tuned) and record["log"]
+    assert record["config"]["teacher"] == str(tuned) and record["log"] and record["config"]["bf16"] is True
+    assert all(math.isfinite(entry["loss"]) for entry in record["log"])  # BF16 autocast trains, no NaN
     model = AutoModelForQuestionAnswering.from_pretrained(pruned, dtype=torch.float32).eval()
     assert model.config.pruned_heads == {}  # stored dense, with zeros
     ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
@@ -76,3 +80,15 @@ def test_finetune_then_prune_end_to_end(tiny_qa_dir, tmp_path):
     assert report.num_heads_removed == 2  # 25% of 2 layers x 4 heads
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=ids).start_logits, before, atol=1e-3, rtol=0)
+
+
+def test_command_line_flags_round_trip_through_the_reproduce_command():
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = parser.parse_args(["finetune", "--data", "train.json", "--out", "m", "--bf16", "--impossible-repeat", "3"])
+    assert args.bf16 is True and args.impossible_repeat == 3
+    assert parser.parse_args(["finetune", "--data", "d", "--out", "m"]).bf16 is False
+    cfg = {**vars(args), "teacher": ""}
+    command = train.reproduce_command({k: v for k, v in cfg.items() if k in train.TrainConfig.__dataclass_fields__})
+    assert "--bf16 \\" in command or command.endswith("--bf16")
+    assert "--impossible-repeat 3" in command and "--bf16 True" not in command

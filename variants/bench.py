@@ -54,7 +54,8 @@ METHOD = {
     "throughput_qps": "1000 / mean batch-1 latency; peak_throughput_qps: the best of the batch sweep",
     "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant",
     "agreement_with_baseline": "share of questions whose normalized answer equals the baseline's",
-    "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run",
+    "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
+    "5 runs each (after one untimed run), so load from elsewhere falls on all of them alike",
     "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit",
     "memory": "MB = 1e6 bytes. Process RSS, and its peak during this variant's accuracy pass and sweeps "
     "(the whole process, with every variant loaded); on CUDA torch's peak allocation (PyTorch "
@@ -434,7 +435,7 @@ def benchmark(
     preds: dict[str, dict[str, str]] = {}
     for i, runner in enumerate(runners):
         entry, timing = runner.entry, timings[runner.name]
-        step = _scaled(progress, 0.3 + 0.7 * i / len(runners), 0.7 / len(runners))
+        step = _scaled(progress, 0.3 + 0.6 * i / len(runners), 0.6 / len(runners))
         if timing.error:
             entry["error"] = timing.error
             continue
@@ -444,9 +445,7 @@ def benchmark(
             step(0.0, f"{runner.name}: accuracy on {len(examples)} questions")
             entry["accuracy"], preds[runner.name] = measure_accuracy(runner, examples, options.accuracy_batch)
             if not options.skip_sweeps and runner.model is not None:
-                step(0.5, f"{runner.name}: sequence-length sweep")
-                entry["seq_len_sweep"] = seq_len_sweep(runner.model, runner.tokenizer, options.seq_lens, options.runs)
-                step(0.75, f"{runner.name}: batch-size sweep")
+                step(0.5, f"{runner.name}: batch-size sweep")
                 entry["batch_sweep"] = batch_sweep(
                     runner.answer, examples, options.batch_sizes, options.sweep_questions, options.sort_by_length
                 )
@@ -456,6 +455,11 @@ def benchmark(
             free_gpu()
             entry["error"] = describe(exc)
         entry["memory"] = probe.read()
+    if not options.skip_sweeps:
+        progress(0.9, "sequence-length sweep, all variants taking turns")
+        models = {r.name: (r.model, r.tokenizer) for r in runners if r.model is not None and not r.entry.get("error")}
+        for name, rows in seq_len_sweep(models, options.seq_lens, options.runs).items():
+            next(r.entry for r in runners if r.name == name)["seq_len_sweep"] = rows
     compare(entries, peer_entry, preds)
     progress(1.0, "done")
     return make_record(engine, entries, peer_entry, data or _counts(examples), options, created, after_load)

@@ -115,25 +115,48 @@ def synthetic_inputs(tokenizer: Any, length: int, names: tuple[str, ...], seed: 
     return {k: v.astype(np.int64)[None, :] for k, v in feed.items() if k in names}
 
 
-def seq_len_sweep(model: Any, tokenizer: Any, lengths: tuple[int, ...], runs: int, warmup: int = 3) -> list[dict]:
-    """Latency of ``model.run`` on one synthetic window of each length (a failing length records its error)."""
-    rows = []
+def seq_len_sweep(
+    models: dict[str, tuple[Any, Any]], lengths: tuple[int, ...], runs: int, warmup: int = 3, round_size: int = 5
+) -> dict[str, list[dict]]:
+    """Latency of each ``model.run`` on one synthetic window of each length; ``models``: name -> (model, tokenizer).
+
+    The models take turns, ``round_size`` runs each with one untimed run first, like ``latency_pass``:
+    a burst of load from elsewhere then falls on all of them, not on whichever ran at that moment.
+    A length that fails for a model records its error in that model's row; the others go on.
+    """
+    rows: dict[str, list[dict]] = {name: [] for name in models}
     for length in lengths:
-        feed = synthetic_inputs(tokenizer, length, model.input_names)
-        try:
-            for _ in range(warmup):
-                model.run(feed)
-            times = []
-            for _ in range(runs):
-                started = time.perf_counter()
-                model.run(feed)
-                times.append((time.perf_counter() - started) * 1000)
-        except Exception as exc:
-            free_gpu()
-            rows.append({"seq_len": length, "error": describe(exc)})
-            continue
-        s = summarize(times)
-        rows.append({"seq_len": length, "p50_ms": s["p50"], "p90_ms": s["p90"], "mean_ms": s["mean"], "n": s["n"]})
+        feeds, times, errors = {}, {}, {}
+        for name, (model, tokenizer) in models.items():
+            try:
+                feeds[name] = synthetic_inputs(tokenizer, length, model.input_names)
+                for _ in range(warmup):
+                    model.run(feeds[name])
+                times[name] = []
+            except Exception as exc:
+                free_gpu()
+                errors[name] = describe(exc)
+        for _ in range(0, runs, max(1, round_size)):
+            for name in list(times):
+                model, feed = models[name][0], feeds[name]
+                try:
+                    model.run(feed)  # settle, untimed
+                    for _ in range(min(max(1, round_size), runs - len(times[name]))):
+                        started = time.perf_counter()
+                        model.run(feed)
+                        times[name].append((time.perf_counter() - started) * 1000)
+                except Exception as exc:
+                    free_gpu()
+                    errors[name] = describe(exc)
+                    del times[name]
+        for name in models:
+            if name in errors:
+                rows[name].append({"seq_len": length, "error": errors[name]})
+                continue
+            st = summarize(times[name])
+            rows[name].append(
+                {"seq_len": length, "p50_ms": st["p50"], "p90_ms": st["p90"], "mean_ms": st["mean"], "n": st["n"]}
+            )
     return rows
 
 
