@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from variants import spec as specs
 from variants.engine import load_engine
-from variants.qa import DecodeSettings, InputError
+from variants.qa import CALIBRATED_THRESHOLD, DecodeSettings, InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = DecodeSettings(max_length=64, stride=16)
@@ -113,3 +115,23 @@ def test_cli_ask_json(tiny_qa_dir, tiny_pruned_dir, tmp_path):
     bad = subprocess.run([*cmd[:-5], "--context", "", "--question", QUESTION], capture_output=True, text=True,
                          cwd=ROOT, env=env, timeout=300, check=False)  # fmt: skip
     assert bad.returncode == 2 and "context" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("calibrated", [-1e9, 1e9])
+def test_a_models_calibrated_null_threshold_is_applied_unless_the_engine_sets_one(
+    calibrated, tiny_qa_dir, tiny_pruned_dir, tmp_path
+):
+    folder = tmp_path / "calibrated"
+    shutil.copytree(tiny_qa_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, CALIBRATED_THRESHOLD: calibrated}))
+    overrides = {"baseline": str(folder), "pruned": str(tiny_pruned_dir)}
+
+    engine = load_engine("embedded", "cpu", overrides, names=["baseline"], settings=SETTINGS, cache_dir=tmp_path)
+    assert engine.variants["baseline"].settings.null_threshold == calibrated
+    (result,) = engine.ask(QUESTION, CONTEXT)
+    assert (result.answer == "") == (calibrated < 0)  # -1e9: always "no answer"; 1e9: never
+
+    fixed = replace(SETTINGS, null_threshold=0.0)
+    engine = load_engine("embedded", "cpu", overrides, names=["baseline"], settings=fixed, cache_dir=tmp_path)
+    assert engine.variants["baseline"].settings.null_threshold == 0.0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-from variants.qa import DecodeSettings, InputError, answer, answer_pairs, tokenize
+from variants.qa import DecodeSettings, InputError, answer, answer_pairs, tokenize, with_null_decision
 from variants.runtime import TorchQAModel
 
 FILLER = "the city of rome was founded in the year one and it is the capital of italy . "
@@ -60,10 +60,24 @@ def test_null_answer_when_cls_wins(tokenizer):
 def test_null_threshold_moves_the_decision(tokenizer):
     model = KeywordModel(tokenizer.convert_tokens_to_ids("paris"), null=True)
     context = "the capital of france is paris ."
-    lenient = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=1.0))
+    null = answer(model, tokenizer, "where ?", context)
+    # In one window the margin is BERT's logit difference: (12 + 12) - (8 + 8) for [CLS] against "paris".
+    assert null.is_null and null.null_margin == pytest.approx(8.0, abs=1e-3)
+    assert answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=7.9)).is_null
+    lenient = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=8.1))
     assert lenient.text == "paris"
     without = answer(model, tokenizer, "where ?", context, DecodeSettings(handle_impossible=False))
     assert without.text == "paris"
+
+
+def test_deciding_later_gives_the_answers_of_decoding_at_a_threshold(tokenizer):
+    paris = tokenizer.convert_tokens_to_ids("paris")
+    context = "the capital of france is paris ."
+    for model in (KeywordModel(paris), KeywordModel(paris, null=True)):
+        spans = answer(model, tokenizer, "where ?", context, DecodeSettings(handle_impossible=False))
+        for threshold in (-20.0, 0.0, 7.9, 8.1, 20.0):
+            decided = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=threshold))
+            assert with_null_decision(spans, threshold) == decided
 
 
 def test_answers_widen_to_whole_words(tokenizer):

@@ -6,28 +6,36 @@ import argparse
 import json
 import math
 
+import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants import prune, train
+from variants.qa import CALIBRATED_THRESHOLD
 from variants.squad import QAExample
 
 CONTEXT = "the capital of france is paris and the largest city of italy is rome ."
 
 
-def squad_file(path, n: int = 8):
-    """A small SQuAD v2 file: answerable questions about paris/rome and unanswerable ones."""
+def squad_file(path, n: int = 8, articles: int = 1):
+    """A small SQuAD v2 file: answerable questions about paris/rome and unanswerable ones, in
+    ``articles`` articles (titles t0, t1, ...) that each hold all ``n`` questions."""
+    data = {"version": "v2.0", "data": [{"title": f"t{a}", "paragraphs": [{"context": CONTEXT, "qas": qas(n, a)}]}
+                                        for a in range(articles)]}  # fmt: skip
+    path.write_text(json.dumps(data))
+    return path
+
+
+def qas(n: int, article: int) -> list[dict]:
     qas = []
     for i in range(n):
         if i % 4 == 3:
-            qas.append({"id": f"q{i}", "question": "who built it ?", "answers": [], "is_impossible": True})
+            qas.append({"id": f"a{article}q{i}", "question": "who built it ?", "answers": [], "is_impossible": True})
         else:
             word = "paris" if i % 2 else "rome"
-            qas.append({"id": f"q{i}", "question": f"what is {word} ?", "is_impossible": False,
+            qas.append({"id": f"a{article}q{i}", "question": f"what is {word} ?", "is_impossible": False,
                         "answers": [{"text": word, "answer_start": CONTEXT.index(word)}]})  # fmt: skip
-    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}
-    path.write_text(json.dumps(data))
-    return path
+    return qas
 
 
 def test_answer_spans_are_labelled_on_the_right_tokens(tiny_qa_dir):
@@ -53,8 +61,8 @@ def test_an_answer_outside_a_window_points_at_cls(tiny_qa_dir):
 
 def test_unanswerable_questions_can_be_oversampled(tmp_path):
     cfg = train.TrainConfig("finetune", "", str(squad_file(tmp_path / "d.json")), "", impossible_repeat=3)
-    examples = train.load_examples(cfg)
-    assert len(examples) == 8 + 2 * 2
+    examples, held_out = train.load_examples(cfg)
+    assert len(examples) == 8 + 2 * 2 and held_out == []
     assert sum(e.is_impossible for e in examples) == 6
 
 
@@ -92,3 +100,32 @@ def test_command_line_flags_round_trip_through_the_reproduce_command():
     command = train.reproduce_command({k: v for k, v in cfg.items() if k in train.TrainConfig.__dataclass_fields__})
     assert "--bf16 \\" in command or command.endswith("--bf16")
     assert "--impossible-repeat 3" in command and "--bf16 True" not in command
+
+
+def test_held_out_articles_stay_out_of_training_and_calibrate_the_null_threshold(tiny_qa_dir, tmp_path):
+    data = str(squad_file(tmp_path / "d.json", articles=3))
+    cfg = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "m"), epochs=1.0, batch_size=4,
+                            max_length=64, stride=16, threads=1, holdout_articles=1)  # fmt: skip
+    examples, held_out = train.load_examples(cfg)
+    assert len(held_out) == 1 and len(examples) == 16 and held_out[0] not in {e.title for e in examples}
+    assert train.load_examples(cfg) == (examples, held_out)  # the seed fixes the split
+    with pytest.raises(ValueError, match="only 3 articles"):
+        train.load_examples(train.TrainConfig("finetune", "", data, "", holdout_articles=4))
+
+    train.finetune(cfg)
+    calibration = train.calibrate(cfg.out, data)
+    record = json.loads((tmp_path / "m" / "train_config.json").read_text())
+    assert record["holdout_titles"] == held_out and record["calibration"] == calibration
+    assert calibration["questions"] == 8 and calibration["unanswerable"] == 2
+    assert calibration["f1"] >= calibration["f1_at_zero"]  # the search never does worse than the pipeline's 0
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config[CALIBRATED_THRESHOLD] == calibration["null_threshold"]
+
+
+def test_calibrating_a_model_trained_on_every_article_says_how_to_fix_it(tiny_qa_dir, tmp_path):
+    data = str(squad_file(tmp_path / "d.json"))
+    out = tmp_path / "m"
+    train.finetune(train.TrainConfig("finetune", str(tiny_qa_dir), data, str(out), epochs=0.5, batch_size=4,
+                                     max_length=64, stride=16, threads=1))  # fmt: skip
+    with pytest.raises(SystemExit, match="--holdout-articles"):
+        train.calibrate(out, data)

@@ -71,6 +71,7 @@ ENTRY_KEYS = (
     "dtype",
     "size_mb",
     "parameters",
+    "null_threshold",
     "load_seconds",
     "accuracy",
     "latency_ms",
@@ -239,7 +240,9 @@ def _settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
         "max_length": settings.max_length,
         "stride": settings.stride,
         "max_answer_length": settings.max_answer_length,
-        "null_threshold": settings.null_threshold,
+        "null_threshold": "per model (calibrated, in its config.json; 0 without)"
+        if settings.null_threshold is None
+        else settings.null_threshold,
         "window_batch_size": settings.batch_size,
         "threads": threads,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(options).items()},
@@ -274,7 +277,9 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[dict[str, Any]]]:
         if loaded.ok:
             model, tokenizer = loaded.model, loaded.tokenizer
             entry.update({k: v for k, v in model.describe().items() if k != "notes"}, notes=list(model.notes))
-            answer = _engine_answerer(model, tokenizer, loaded.settings or engine.settings)
+            settings = loaded.settings or engine.settings
+            entry["null_threshold"] = settings.null_threshold
+            answer = _engine_answerer(model, tokenizer, settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer))
     return runners, entries
 
@@ -283,7 +288,7 @@ def _engine_answerer(model: Any, tokenizer: Any, settings: DecodeSettings) -> An
     def answer(pairs: list[tuple[str, str]], batch: int = 1) -> list[tuple[str, float | None]]:
         # At batch 1 this is the very call Engine.answer_one times; larger batches may put more windows in a pass.
         use = settings if batch <= settings.batch_size else replace(settings, batch_size=batch)
-        return [(a.text, a.null_score) for a in answer_pairs(model, tokenizer, pairs, use)]
+        return [(a.text, a.null_margin) for a in answer_pairs(model, tokenizer, pairs, use)]
 
     return answer
 

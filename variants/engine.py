@@ -19,7 +19,7 @@ from pathlib import Path
 
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
-from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
+from variants.qa import CALIBRATED_THRESHOLD, Answer, DecodeSettings, InputError, answer_pairs, window_stride
 from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, resolve_device
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
@@ -251,16 +251,20 @@ class Engine:
         return self._torch[key]
 
     def _settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
-        """The engine's settings, with the window no longer than the model's positions allow."""
+        """The engine's settings for one variant: the window no longer than the model's positions allow,
+        and, unless the engine sets one, the null threshold calibrated for the model (see variants.train)."""
         from dataclasses import replace  # noqa: PLC0415
 
         from transformers import AutoConfig  # noqa: PLC0415
 
         config = AutoConfig.from_pretrained(self.source(loaded.spec).path)
         limit = min(getattr(config, "max_position_embeddings", 512), loaded.tokenizer.model_max_length)
-        if self.settings.max_length <= limit:
-            return self.settings
-        return replace(self.settings, max_length=limit, stride=min(self.settings.stride, limit // 4))
+        settings = self.settings
+        if settings.null_threshold is None:
+            settings = replace(settings, null_threshold=float(getattr(config, CALIBRATED_THRESHOLD, 0.0)))
+        if settings.max_length <= limit:
+            return settings
+        return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))
 
     def _tokenizer(self, spec: specs.VariantSpec):
         from transformers import AutoTokenizer  # noqa: PLC0415

@@ -7,6 +7,10 @@ probability over windows). The span is widened to whole words and mapped to char
 the original context. With ``null_threshold=0`` this is exactly what transformers'
 ``pipeline("question-answering", handle_impossible_answer=True)`` returns, without its per-window
 Python overhead: windows of several questions run as one batch.
+
+The null threshold is on the log-odds of "no answer" against the best span,
+``ln(null score / span score)``: within one window that is BERT's ``null_score_diff_threshold``
+(CLS start + end logits minus the span's), the knob SQuAD v2 systems calibrate.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+# The model config.json key holding the null threshold calibrated for that model (variants.train calibrate).
+CALIBRATED_THRESHOLD = "qa_null_threshold"
 
 
 class LogitsModel(Protocol):
@@ -32,7 +39,9 @@ class DecodeSettings:
     max_length: int = 384
     stride: int = 128
     max_answer_length: int = 30
-    null_threshold: float = 0.0  # "no answer" when null score - best span score > threshold
+    # "no answer" when ln(null score / best span score) > threshold; 0 is transformers' pipeline.
+    # None: the model's own calibrated threshold (Engine reads it from the model's config), else 0.
+    null_threshold: float | None = None
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -52,6 +61,18 @@ class Answer:
     @property
     def is_null(self) -> bool:
         return self.text == ""
+
+    @property
+    def null_margin(self) -> float:
+        """ln(null score / best span score): how strongly "no answer" beats the best span (SQuAD's na_prob
+        ranks by it; the answer is null where it is above the null threshold)."""
+        return null_margin(self.null_score, self.span_score)
+
+
+def null_margin(null_score: float, span_score: float) -> float:
+    """ln(null / span), finite even where a probability underflowed to 0."""
+    tiny = 1e-45
+    return float(np.log(max(null_score, tiny)) - np.log(max(span_score, tiny)))
 
 
 @dataclass
@@ -205,14 +226,23 @@ def decode(
             else:
                 texts[pair][text] = [score, c0, c1]
     answers = []
+    threshold = settings.null_threshold or 0.0
     for pair, context in enumerate(contexts):
         best_text, (score, c0, c1) = max(texts[pair].items(), key=lambda kv: kv[1][0], default=("", [0.0, 0, 0]))
-        null_wins = settings.handle_impossible and null[pair] - score > settings.null_threshold
-        if not best_text or null_wins:
-            answers.append(Answer("", 0, 0, null[pair], score, null[pair]))
-        else:
-            answers.append(Answer(context[c0:c1], c0, c1, score, score, null[pair]))
+        span = Answer(context[c0:c1], c0, c1, score, score, null[pair])
+        answers.append(with_null_decision(span, threshold) if settings.handle_impossible or not best_text else span)
     return answers
+
+
+def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
+    """``span``, or "no answer" where ln(null score / span score) is above ``threshold`` (SQuAD v2).
+
+    Decoding with ``handle_impossible=False`` and deciding here gives the same answers as decoding at
+    ``threshold``; calibration uses it to try many thresholds on one set of spans.
+    """
+    if span.text and span.null_margin <= threshold:
+        return span
+    return Answer("", 0, 0, span.null_score, span.span_score, span.null_score)
 
 
 def answer_pairs(

@@ -63,6 +63,7 @@ class TrainConfig:
     limit: int = 0
     impossible_repeat: int = 1  # unanswerable questions seen this many times per epoch (oversampling)
     bf16: bool = False  # mixed precision: BF16 autocast over FP32 weights (about 2x on CPUs with AMX)
+    holdout_articles: int = 0  # articles with unanswerable questions kept out of training, to calibrate on
     # prune stage only
     teacher: str = ""
     head_share: float = 0.5
@@ -239,18 +240,35 @@ def train_loop(model: nn.Module, features: list[dict], cfg: TrainConfig, teacher
     return log
 
 
-def load_examples(cfg: TrainConfig) -> list[QAExample]:
-    """The training questions (a seeded sample with ``limit``), unanswerable ones repeated if asked.
+def holdout_titles(examples: list[QAExample], count: int, seed: int) -> list[str]:
+    """``count`` article titles, drawn with ``seed`` among articles that have unanswerable questions.
 
-    Oversampling unanswerable questions moves the model's prior towards "no answer" when the
-    evaluation set has more of them than the training set (train.json 23%, dev.json 53%).
+    Their questions are kept out of training so that the no-answer threshold can be calibrated on
+    questions the model never saw, from the same kind of article as the evaluation set.
+    """
+    candidates = sorted({e.title for e in examples if e.is_impossible})
+    if count > len(candidates):
+        raise ValueError(f"--holdout-articles {count}: only {len(candidates)} articles have unanswerable questions")
+    return sorted(random.Random(seed).sample(candidates, count))
+
+
+def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[list[QAExample], list[str]]:
+    """The training questions and the held-out article titles.
+
+    ``held_out`` (else ``cfg.holdout_articles`` titles drawn with the seed) are removed; ``limit``
+    takes a seeded sample; unanswerable questions are repeated ``impossible_repeat`` times.
+    Oversampling them moves the model's prior towards "no answer" when the evaluation set has more
+    of them than the training set (train.json 23%, dev.json 53%).
     """
     examples = load_squad(cfg.data, split="train")
+    if held_out is None:
+        held_out = holdout_titles(examples, cfg.holdout_articles, cfg.seed) if cfg.holdout_articles else []
+    examples = [e for e in examples if e.title not in held_out]
     if cfg.limit:
         examples = random.Random(cfg.seed).sample(examples, min(cfg.limit, len(examples)))
     if cfg.impossible_repeat > 1:
         examples = examples + [e for e in examples if e.is_impossible] * (cfg.impossible_repeat - 1)
-    return examples
+    return examples, held_out
 
 
 def data_name(data: str) -> str:
@@ -295,11 +313,12 @@ def finetune(cfg: TrainConfig) -> None:
     base = resolve_base(cfg.base)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
-    features = build_train_features(tokenizer, load_examples(cfg), cfg.max_length, cfg.stride)
-    print(f"{len(features)} training features", flush=True)
+    examples, held_out = load_examples(cfg)
+    features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    print(f"{len(features)} training features; held out: {held_out}", flush=True)
     started = time.time()
     log = train_loop(model, features, cfg)
-    save(model, tokenizer, cfg, log, time.time() - started)
+    save(model, tokenizer, cfg, log, time.time() - started, {"holdout_titles": held_out})
 
 
 def prune_and_distill(cfg: TrainConfig) -> None:
@@ -308,8 +327,12 @@ def prune_and_distill(cfg: TrainConfig) -> None:
     set_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
     teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
-    features = build_train_features(tokenizer, load_examples(cfg), cfg.max_length, cfg.stride)
-    print(f"{len(features)} training features", flush=True)
+    # The teacher's held-out articles stay held out: calibration must not see distilled questions.
+    teacher_record = Path(cfg.teacher) / "train_config.json"
+    held = json.loads(teacher_record.read_text()).get("holdout_titles") if teacher_record.is_file() else None
+    examples, held_out = load_examples(cfg, held)
+    features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    print(f"{len(features)} training features; held out: {held_out}", flush=True)
     started = time.time()
 
     # Importance on a calibration subset of the training features (eager attention: head_mask).
@@ -338,13 +361,17 @@ def prune_and_distill(cfg: TrainConfig) -> None:
         "heads_removed": {str(k): v for k, v in heads.items()},
         "ffn_kept": {str(k): len(v) for k, v in neurons.items()},
         "parameters_compacted": pruning.count_parameters(student),
+        "holdout_titles": held_out,
     }
     save(dense, tokenizer, cfg, log, time.time() - started, extra)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "stage", choices=("finetune", "prune", "card"), help="card: evaluate --out on --data, write README.md"
+        "stage",
+        choices=("finetune", "prune", "calibrate", "card"),
+        help="calibrate: the null threshold of --out on its held-out articles of --data (training does it "
+        "too when it holds articles out); card: evaluate --out on --data, write README.md",
     )
     parser.add_argument("--data", required=True, help="SQuAD v2 JSON file, or a Hub dataset name")
     parser.add_argument("--out", required=True, help="folder to write the model to")
@@ -370,7 +397,12 @@ def run(args: argparse.Namespace) -> None:
     if cfg.stage == "card":
         card(cfg.out, cfg.data)
         return
+    if cfg.stage == "calibrate":
+        calibrate(cfg.out, cfg.data)
+        return
     (finetune if cfg.stage == "finetune" else prune_and_distill)(cfg)
+    if cfg.holdout_articles or json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
+        calibrate(cfg.out, cfg.data)
 
 
 def reproduce_command(cfg: dict) -> str:
@@ -406,28 +438,100 @@ def card(folder: str, data: str | None) -> dict:
 CARD = Path(__file__).with_name("model_card.md")  # the template, filled by write_card
 
 
-def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False) -> tuple[dict, float]:
-    """SQuAD v2 scores of a model folder through the engine's decoding path (PyTorch, CPU)."""
+def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool = False) -> list:
+    """Each question's best span with its null score, through the engine's decoding path (PyTorch, CPU).
+
+    Decoded with ``handle_impossible=False``; :func:`variants.qa.with_null_decision` then gives the
+    answers at any null threshold without running the model again.
+    """
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
 
     from variants.prune import compact as compact_model  # noqa: PLC0415
     from variants.qa import DecodeSettings, answer_pairs  # noqa: PLC0415
     from variants.runtime import TorchQAModel  # noqa: PLC0415
-    from variants.squad import squad_v2_scores  # noqa: PLC0415
 
     model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32).eval()
     if compact:
         compact_model(model)
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    pairs = [(e.question, e.context) for e in examples]
+    return answer_pairs(TorchQAModel(model), tokenizer, pairs, DecodeSettings(handle_impossible=False))
+
+
+def score_spans(examples: list[QAExample], spans: list, threshold: float) -> dict:
+    """SQuAD v2 scores of ``spans`` decided at ``threshold``. The best_* scores search the threshold on the
+    same questions over every span (na_prob = ln(null / span), so best_f1_thresh is a null threshold)."""
+    from variants.qa import with_null_decision  # noqa: PLC0415
+    from variants.squad import squad_v2_scores  # noqa: PLC0415
+
+    decided = {e.id: with_null_decision(a, threshold).text for e, a in zip(examples, spans, strict=True)}
+    scores = squad_v2_scores(examples, decided).as_dict()
+    every_span = {e.id: a.text for e, a in zip(examples, spans, strict=True)}
+    margins = {e.id: a.null_margin for e, a in zip(examples, spans, strict=True)}
+    best = squad_v2_scores(examples, every_span, margins).as_dict()
+    scores.update({k: v for k, v in best.items() if k.startswith("best_")})
+    return scores
+
+
+def calibrate(folder: str | Path, data: str | Path) -> dict:
+    """The null threshold that maximizes F1 on the folder's held-out training articles, written into its
+    config.json (where the engine reads it) and train_config.json.
+
+    The official best-threshold search over the held-out questions' null margins, spans decoded with no
+    null answer so the threshold may move either way; the threshold is set halfway to the next margin.
+    """
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    from variants.qa import CALIBRATED_THRESHOLD  # noqa: PLC0415
+
+    folder = Path(folder)
+    record = json.loads((folder / "train_config.json").read_text())
+    titles = record.get("holdout_titles") or []
+    if not titles:
+        raise SystemExit(f"{folder} was trained on every article: retrain with --holdout-articles to calibrate")
+    examples = [e for e in load_squad(data, split="train") if e.title in titles]
+    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    at_zero = score_spans(examples, spans, 0.0)
+    found = at_zero["best_f1_thresh"]
+    above = sorted(m for m in (a.null_margin for a in spans) if m > found)
+    threshold = (found + above[0]) / 2 if above else found
+    chosen = score_spans(examples, spans, threshold)
+    record["calibration"] = {
+        "data": data_name(str(data)),
+        "titles": titles,
+        "questions": len(examples),
+        "unanswerable": sum(e.is_impossible for e in examples),
+        "null_threshold": round(threshold, 4),
+        "f1": chosen["f1"],
+        "f1_at_zero": at_zero["f1"],
+        "has_ans_f1": chosen["has_ans_f1"],
+        "no_ans_f1": chosen["no_ans_f1"],
+    }
+    (folder / "train_config.json").write_text(json.dumps(record, indent=2))
+    config = AutoConfig.from_pretrained(folder)
+    setattr(config, CALIBRATED_THRESHOLD, round(threshold, 4))
+    config.save_pretrained(folder)
+    print(json.dumps(record["calibration"], indent=2), flush=True)
+    return record["calibration"]
+
+
+def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False) -> tuple[dict, float]:
+    """SQuAD v2 scores of a model folder at its calibrated null threshold (0 without one), through the
+    engine's decoding path; ``f1_at_zero`` and friends are the scores at threshold 0 (the pipeline's)."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    from variants.qa import CALIBRATED_THRESHOLD  # noqa: PLC0415
+
+    threshold = float(getattr(AutoConfig.from_pretrained(folder), CALIBRATED_THRESHOLD, 0.0))
     examples = load_squad(data)
     started = time.time()
-    answers = answer_pairs(TorchQAModel(model), tokenizer, [(e.question, e.context) for e in examples],
-                           DecodeSettings())  # fmt: skip
+    spans = predict_spans(folder, examples, compact)
     seconds = time.time() - started
-    preds = {e.id: a.text for e, a in zip(examples, answers, strict=True)}
-    null_probs = {e.id: a.null_score for e, a in zip(examples, answers, strict=True)}
-    scores = squad_v2_scores(examples, preds, null_probs).as_dict()
-    scores["all_null_f1"] = squad_v2_scores(examples, dict.fromkeys(preds, "")).f1
+    scores = score_spans(examples, spans, threshold)
+    at_zero = score_spans(examples, spans, 0.0)
+    scores.update({f"{k}_at_zero": at_zero[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1")})
+    scores["null_threshold"] = threshold
+    scores["all_null_f1"] = score_spans(examples, spans, float("-inf"))["f1"]
     return scores, seconds
 
 
@@ -448,7 +552,13 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
     heads_removed = sum(len(v) for v in record.get("heads_removed", {}).values())
     ffn = record.get("ffn_kept", {})
     hw = record["hardware"]
+    calib = record.get("calibration")
+    held = " and ".join(record.get("holdout_titles") or [])
     text = CARD.read_text().format(
+        training_data=f"`train.json` less the articles {held}, held out to calibrate on" if held else "`train.json`",
+        calibration=(f"{held} of `train.json`: {calib['questions']} questions, {calib['unanswerable']} "
+                     f"unanswerable, F1 {calib['f1']:.2f} there at this threshold, {calib['f1_at_zero']:.2f} at 0")
+        if calib else "none: threshold 0",
         title=title,
         summary=summary,
         base_model="sentence-transformers/all-MiniLM-L6-v2",
