@@ -12,6 +12,7 @@ from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants import prune, train
 from variants.qa import CALIBRATED_THRESHOLD
+from variants.spec import EMBEDDED_MODELS
 from variants.squad import QAExample
 
 CONTEXT = "the capital of france is paris and the largest city of italy is rome ."
@@ -129,3 +130,19 @@ def test_calibrating_a_model_trained_on_every_article_says_how_to_fix_it(tiny_qa
                                      max_length=64, stride=16, threads=1))  # fmt: skip
     with pytest.raises(SystemExit, match="--holdout-articles"):
         train.calibrate(out, data)
+
+
+SHIPPED = (EMBEDDED_MODELS / "minilm-squad2", EMBEDDED_MODELS / "minilm-squad2-pruned")
+
+
+@pytest.mark.skipif(not all((m / "train_config.json").is_file() for m in SHIPPED), reason="no shipped models")
+def test_the_shipped_models_carry_the_threshold_calibrated_on_articles_they_never_saw():
+    baseline, pruned = (json.loads((m / "train_config.json").read_text()) for m in SHIPPED)
+    assert baseline["holdout_titles"] and pruned["holdout_titles"] == baseline["holdout_titles"]
+    for folder, record in zip(SHIPPED, (baseline, pruned), strict=True):
+        config = json.loads((folder / "config.json").read_text())
+        assert record["calibration"]["titles"] == record["holdout_titles"]
+        assert config[CALIBRATED_THRESHOLD] == record["calibration"]["null_threshold"]
+        # The card's dev.json scores were measured at the threshold the engine now applies.
+        assert record["evaluation"]["data"] == "dev.json"
+        assert record["evaluation"]["null_threshold"] == config[CALIBRATED_THRESHOLD]

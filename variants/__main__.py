@@ -9,7 +9,7 @@ import sys
 
 from variants import spec as specs
 from variants import train
-from variants.qa import InputError
+from variants.qa import DecodeSettings, InputError
 from variants.sources import SourceUnavailable
 
 
@@ -44,6 +44,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-batch", type=positive_int, default=16, help="with --batching, most requests in one batch (default 16)"
+    )
+    parser.add_argument(
+        "--null-threshold",
+        type=float,
+        default=None,
+        help="'no answer' when ln(null score / best span score) is above this (default: each model's calibrated "
+        "threshold from its config.json, else 0; 0 decides as transformers' pipeline does)",
     )
 
 
@@ -92,6 +99,7 @@ def engine_from_args(args: argparse.Namespace, progress=None):
         progress=progress,
         max_context_chars=getattr(args, "max_context_chars", None),
         batching=batching_from_args(args),
+        settings=DecodeSettings(null_threshold=getattr(args, "null_threshold", None)),
     )
 
 
