@@ -198,6 +198,14 @@ def card_html(
 
 def _answer_block(result: VariantResult, context: str) -> str:
     confidence = fmt_confidence(result.score)
+    if not result.answer and result.guess:
+        snippet = highlight(context, result.guess_start, result.guess_end)
+        return (
+            '<div class="qa-answer qa-none">no answer</div>'
+            f'<div class="qa-snippet qa-muted">The model judges the question unanswerable from this context: its '
+            f"best guess, “{esc(result.guess)}”, was not far enough ahead of “no answer” for its calibrated "
+            f"no-answer threshold. {snippet}</div>"
+        )
     if not result.answer:
         return (
             '<div class="qa-answer qa-none">no answer</div>'
@@ -226,7 +234,7 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
         '<div class="qa-metrics">'
         + _metric(fmt_ms(result.latency_ms), "latency", "qa-key")
         + speed
-        + _metric(fmt_confidence(result.score), "confidence")
+        + _metric(fmt_confidence(result.score), "confidence" if result.answer else "no-answer score")
         + _metric(fmt_mb(result.size_mb), "model size" + smaller)
         + _metric(fmt_params(result.parameters), "parameters")
         + "</div>"

@@ -208,6 +208,20 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
     assert "no answer" in app.card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
 
 
+def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:
+    loaded = engine.variants["baseline"]
+    # A threshold of -inf: "no answer" always wins, and the span it beat is the guess.
+    strict = dataclasses.replace(loaded, settings=dataclasses.replace(loaded.settings, null_threshold=float("-inf")))
+    engine.variants = {**engine.variants, "baseline": strict}
+    try:
+        result = engine.answer_one("baseline", QUESTION, CONTEXT)
+    finally:
+        engine.variants = {**engine.variants, "baseline": loaded}
+    assert result.answer == "" and result.guess and CONTEXT[result.guess_start : result.guess_end] == result.guess
+    card = app.card_html(loaded, result, CONTEXT, "done")
+    assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card and "no-answer score" in card
+
+
 def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Path) -> None:
     good = VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True)
     bad = VariantSpec("broken", "Broken <b>variant</b>", str(tmp_path / "missing"), ("compact",), True)

@@ -61,6 +61,9 @@ class VariantResult:
     start: int = 0
     end: int = 0
     null_score: float = 0.0
+    guess: str = ""  # with no answer: the best span, which "no answer" beat
+    guess_start: int = 0
+    guess_end: int = 0
     size_mb: float | None = None
     parameters: int | None = None
     speedup: float | None = None
@@ -401,6 +404,7 @@ class Engine:
 def _fill(result: VariantResult, ans: Answer) -> None:
     result.answer, result.score = ans.text, round(ans.score, 4)
     result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
+    result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
     result.latency_ms = round(result.latency_ms or 0.0, 2)
 
 

@@ -49,7 +49,10 @@ class DecodeSettings:
 
 @dataclass(frozen=True)
 class Answer:
-    """A decoded answer: text, character offsets into the context, and its probability."""
+    """A decoded answer: text, character offsets into the context, and its probability.
+
+    When "no answer" wins, ``guess`` (with its offsets) is the best span it beat, for a UI to show.
+    """
 
     text: str
     start: int
@@ -57,6 +60,9 @@ class Answer:
     score: float
     span_score: float
     null_score: float
+    guess: str = ""
+    guess_start: int = 0
+    guess_end: int = 0
 
     @property
     def is_null(self) -> bool:
@@ -242,7 +248,7 @@ def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
     """
     if span.text and span.null_margin <= threshold:
         return span
-    return Answer("", 0, 0, span.null_score, span.span_score, span.null_score)
+    return Answer("", 0, 0, span.null_score, span.span_score, span.null_score, span.text, span.start, span.end)
 
 
 def answer_pairs(
