@@ -329,5 +329,8 @@ def test_shipped_models_answer_the_normans_question(tmp_path_factory: pytest.Tem
     with running(app.build_demo(engine, results_dir=tmp_path_factory.mktemp("none"))) as url:
         results = Client(url, verbose=False).predict(context, question, api_name="/answer")
     assert len(results) == len(engine.loaded)
+    by_name = {r["variant"]: r for r in results}
+    assert by_name["baseline"]["answer"] == "France", by_name["baseline"]
     for r in results:
-        assert r["error"] is None and r["answer"] == "France", r
+        # Each model's calibrated threshold decides whether it answers; the span it found is France either way.
+        assert r["error"] is None and (r["answer"] or r["guess"]) == "France", r

@@ -421,7 +421,7 @@ def card(folder: str, data: str | None) -> dict:
     title = "MiniLM-L6-H384 SQuAD v2, pruned and distilled" if pruned else "MiniLM-L6-H384 fine-tuned on SQuAD v2"
     summary = (
         "The embedded demo family's pruned model: attention heads and FFN neurons of the fine-tuned model "
-        "scored by first-order importance on a calibration set, about half removed, then recovered by "
+        "scored by first-order importance on a calibration set, the lowest-scoring share removed, then recovered by "
         "distillation from the fine-tuned model. Stored dense with the removed structure as zeros, like "
         "nn_pruning checkpoints; `variants.prune.compact` cuts them out."
         if pruned
