@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
-from variants import export
+from variants import export, runtime
 from variants.cache import ArtifactCache
 from variants.prune import compact
 
@@ -142,6 +142,7 @@ def test_int8_runs_and_stays_close(case: dict, optimized: bool, tmp_path: Path) 
     path = export.quantize_int8(src, tmp_path)
     ops = op_counts(path)
     assert ops["MatMulInteger"] > 0
+    assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
         assert ops["QAttention"] == 2
     feed, reference = case["feed"], case["torch"]
@@ -228,3 +229,20 @@ def test_chain_in_artifact_cache(case: dict, tmp_path: Path) -> None:
     assert "model.onnx" in manifest["files"]
     feed = case["feed"]
     assert diff(ort_logits(first / "model.onnx", feed), case["torch"], feed["attention_mask"]) < 1e-4
+
+
+def test_an_int8_graph_is_labelled_int8_even_when_fp32_embeddings_outweigh_it(tmp_path: Path) -> None:
+    # A heavily pruned model: the FP32 word embeddings hold most weights, the quantized layers few.
+    h = onnx.helper
+    embeddings = h.make_tensor("emb", onnx.TensorProto.FLOAT, [1000, 8], np.zeros(8000, np.float32))
+    weight = h.make_tensor("w", onnx.TensorProto.INT8, [8, 8], np.zeros(64, np.int8).tobytes(), raw=True)
+    nodes = [
+        h.make_node("Gather", ["emb", "ids"], ["x"]),
+        h.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        h.make_node("MatMulInteger", ["xq", "w", "xz"], ["y"]),
+    ]
+    ids = h.make_tensor_value_info("ids", onnx.TensorProto.INT64, [4])
+    out = h.make_tensor_value_info("y", onnx.TensorProto.INT32, [4, 8])
+    graph = h.make_graph(nodes, "g", [ids], [out], [embeddings, weight])
+    onnx.save(h.make_model(graph), tmp_path / "model.onnx")
+    assert runtime._onnx_parameters(tmp_path / "model.onnx") == (8064, "int8")

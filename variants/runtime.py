@@ -99,6 +99,9 @@ class TorchQAModel(QAModel):
         return start, end  # .cpu() waits for the device
 
 
+QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeMatMul", "QLinearMatMul", "MatMulIntegerToFloat", "QAttention"}
+
+
 def _onnx_parameters(path: Path) -> tuple[int, str]:
     """Parameter count and weight dtype (fp32/fp16/int8) of an ONNX graph's initializers."""
     import onnx  # noqa: PLC0415
@@ -110,7 +113,9 @@ def _onnx_parameters(path: Path) -> tuple[int, str]:
         counts[init.data_type] = counts.get(init.data_type, 0) + n
     total = sum(counts.values())
     tp = onnx.TensorProto
-    if counts.get(tp.INT8, 0) + counts.get(tp.UINT8, 0) > total / 4:
+    # Quantized matrix products make it INT8 however many FP32 weights stay (embeddings are not quantized:
+    # in a heavily pruned model they outweigh the INT8 layers).
+    if any(node.op_type in QUANTIZED_OPS for node in graph.node):
         dtype = "int8"
     elif counts.get(tp.FLOAT16, 0) > total / 2:
         dtype = "fp16"
