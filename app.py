@@ -199,12 +199,11 @@ def card_html(
 def _answer_block(result: VariantResult, context: str) -> str:
     confidence = fmt_confidence(result.score)
     if not result.answer and result.guess:
-        snippet = highlight(context, result.guess_start, result.guess_end)
+        snippet = highlight(context, result.guess_start, result.guess_end, SNIPPET_RADIUS // 2)
         return (
             '<div class="qa-answer qa-none">no answer</div>'
-            f'<div class="qa-snippet qa-muted">The model judges the question unanswerable from this context: its '
-            f"best guess, “{esc(result.guess)}”, was not far enough ahead of “no answer” for its calibrated "
-            f"no-answer threshold. {snippet}</div>"
+            f'<div class="qa-snippet qa-muted" title="Its best span did not clear the model\'s calibrated '
+            f'no-answer threshold.">Best guess, below its no-answer threshold: {snippet}</div>'
         )
     if not result.answer:
         return (
