@@ -432,8 +432,9 @@ def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
         """Answer `question` from `context` with every loaded variant.
 
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
-        latency_ms, device, provider, dtype, start, end, null_score, size_mb, parameters, speedup and
-        error; `answer` is "" when the model finds no answer in the context.
+        latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end, size_mb,
+        parameters, speedup and error; `answer` is "" when the model finds no answer in the context, and
+        `guess` is then the best span that "no answer" beat.
         """
         try:
             return [r.to_json() for r in engine.ask(question, context)]
