@@ -19,7 +19,7 @@ from pathlib import Path
 
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
-from variants.qa import CALIBRATED_THRESHOLD, Answer, DecodeSettings, InputError, answer_pairs, window_stride
+from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, calibrated_threshold, window_stride
 from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, resolve_device
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
@@ -264,7 +264,7 @@ class Engine:
         limit = min(getattr(config, "max_position_embeddings", 512), loaded.tokenizer.model_max_length)
         settings = self.settings
         if settings.null_threshold is None:
-            settings = replace(settings, null_threshold=float(getattr(config, CALIBRATED_THRESHOLD, 0.0)))
+            settings = replace(settings, null_threshold=calibrated_threshold(config))
         if settings.max_length <= limit:
             return settings
         return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))

@@ -24,6 +24,11 @@ import numpy as np
 CALIBRATED_THRESHOLD = "qa_null_threshold"
 
 
+def calibrated_threshold(config: object) -> float:
+    """The null threshold stored in a model's config (a transformers ``PretrainedConfig``), 0 without one."""
+    return float(getattr(config, CALIBRATED_THRESHOLD, 0.0))
+
+
 class LogitsModel(Protocol):
     """Anything that maps tokenized inputs to start/end logits (see variants.runtime)."""
 

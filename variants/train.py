@@ -401,7 +401,8 @@ def run(args: argparse.Namespace) -> None:
         calibrate(cfg.out, cfg.data)
         return
     (finetune if cfg.stage == "finetune" else prune_and_distill)(cfg)
-    if cfg.holdout_articles or json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
+    # Held-out articles (its own, or for a pruned model its teacher's) are what calibration needs.
+    if json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
         calibrate(cfg.out, cfg.data)
 
 
@@ -520,9 +521,10 @@ def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False)
     engine's decoding path; ``f1_at_zero`` and friends are the scores at threshold 0 (the pipeline's)."""
     from transformers import AutoConfig  # noqa: PLC0415
 
-    from variants.qa import CALIBRATED_THRESHOLD  # noqa: PLC0415
+    from variants.qa import calibrated_threshold  # noqa: PLC0415
+    from variants.squad import squad_v2_scores  # noqa: PLC0415
 
-    threshold = float(getattr(AutoConfig.from_pretrained(folder), CALIBRATED_THRESHOLD, 0.0))
+    threshold = calibrated_threshold(AutoConfig.from_pretrained(folder))
     examples = load_squad(data)
     started = time.time()
     spans = predict_spans(folder, examples, compact)
@@ -531,7 +533,7 @@ def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False)
     at_zero = score_spans(examples, spans, 0.0)
     scores.update({f"{k}_at_zero": at_zero[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1")})
     scores["null_threshold"] = threshold
-    scores["all_null_f1"] = score_spans(examples, spans, float("-inf"))["f1"]
+    scores["all_null_f1"] = squad_v2_scores(examples, {e.id: "" for e in examples}).f1
     return scores, seconds
 
 
