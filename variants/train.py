@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from variants import prune as pruning
+from variants.augment import synthetic_unanswerable
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad
 
@@ -64,6 +65,7 @@ class TrainConfig:
     impossible_repeat: int = 1  # unanswerable questions seen this many times per epoch (oversampling)
     bf16: bool = False  # mixed precision: BF16 autocast over FP32 weights (about 2x on CPUs with AMX)
     holdout_articles: int = 0  # articles with unanswerable questions kept out of training, to calibrate on
+    synthetic_unanswerable: float = 0.0  # share of answerable questions also added as rule-made unanswerable ones
     # prune stage only
     teacher: str = ""
     head_share: float = 0.5
@@ -256,7 +258,8 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
     """The training questions and the held-out article titles.
 
     ``held_out`` (else ``cfg.holdout_articles`` titles drawn with the seed) are removed; ``limit``
-    takes a seeded sample; unanswerable questions are repeated ``impossible_repeat`` times.
+    takes a seeded sample; unanswerable questions are repeated ``impossible_repeat`` times, and a
+    ``synthetic_unanswerable`` share of the answerable ones comes back unanswerable (variants.augment).
     Oversampling them moves the model's prior towards "no answer" when the evaluation set has more
     of them than the training set (train.json 23%, dev.json 53%).
     """
@@ -268,6 +271,8 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
         examples = random.Random(cfg.seed).sample(examples, min(cfg.limit, len(examples)))
     if cfg.impossible_repeat > 1:
         examples = examples + [e for e in examples if e.is_impossible] * (cfg.impossible_repeat - 1)
+    if cfg.synthetic_unanswerable:
+        examples = examples + synthetic_unanswerable(examples, cfg.synthetic_unanswerable, cfg.seed)
     return examples, held_out
 
 

@@ -1,0 +1,75 @@
+"""Rule-made unanswerable questions: each kind, their labels, and their place in training data."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from variants import augment
+from variants.squad import QAExample
+from variants.train import TrainConfig, load_examples
+
+PARIS = "Paris is the capital of France. In 1871 the Commune held Paris for two months."
+ROME = "Rome is the capital of Italy. In 1946 Italy became a republic."
+
+
+def example(qid: str, question: str, context: str, answer: str, title: str = "cities") -> QAExample:
+    return QAExample(qid, question, context, (answer,), (context.index(answer),), title)
+
+
+def test_names_and_numbers_are_found_without_the_words_that_start_a_sentence():
+    found = augment.entities("In what year did the Duke of Normandy invade England? In 1066.")
+    assert found == ["Duke of Normandy", "England", "1066"]
+
+
+def test_an_entity_swap_brings_in_a_name_of_the_same_kind_the_paragraph_lacks():
+    rng = random.Random(0)
+    pool = ["Italy", "Rome", "France", "1946", "12"]
+    swapped = augment.entity_swap("Which city is the capital of France?", PARIS, pool, rng)
+    assert swapped in ("Which city is the capital of Italy?", "Which city is the capital of Rome?")
+    year = augment.entity_swap("Who held Paris in 1871?", "In 1871 they held the city.", pool, rng)
+    assert year == "Who held Paris in 1946?"  # a four-digit number for a four-digit one, never "12"
+    assert augment.entity_swap("Who held it?", PARIS, pool, rng) is None
+
+
+def test_an_antonym_swap_keeps_case_and_needs_a_listed_word():
+    rng = random.Random(0)
+    assert augment.antonym_swap("What was the largest city?", rng) == "What was the smallest city?"
+    assert augment.antonym_swap("First of all, who?", rng) == "Last of all, who?"
+    assert augment.antonym_swap("Who held it?", rng) is None
+
+
+def test_synthetic_questions_are_unanswerable_copies_of_answerable_ones():
+    examples = [
+        example("q1", "What is the capital of France?", PARIS, "Paris"),
+        example("q2", "Who held it for two months?", PARIS, "the Commune"),
+        example("q3", "What is the capital of Italy?", ROME, "Rome"),
+        QAExample("q4", "Who founded it?", ROME, title="cities"),
+    ]
+    made = augment.synthetic_unanswerable(examples, share=1.0, seed=0)
+    assert len(made) == 3 and all(m.is_impossible for m in made)
+    by_kind = {m.id.rsplit("-", 1)[1]: m for m in made}
+    assert by_kind["ent"].context == examples[int(by_kind["ent"].id[1]) - 1].context
+    other = by_kind["par"]  # q2 has no name or listed word: another paragraph that lacks its answer
+    assert other.id == "q2-syn-par" and other.context == ROME and other.question == examples[1].question
+    assert augment.synthetic_unanswerable(examples, 1.0, 0) == made  # seeded
+
+
+def test_training_data_gains_the_synthetic_share_after_holding_articles_out(tmp_path):
+    def article(title: str) -> dict:
+        qas = [
+            {"id": f"{title}{i}", "question": q, "is_impossible": False, "answers": [{"text": a, "answer_start": 0}]}
+            for i, (q, a) in enumerate([("What is the capital of France?", "Paris"), ("Which is in Italy?", "Rome")])
+        ]
+        qas.append({"id": f"{title}x", "question": "Who founded it?", "is_impossible": True, "answers": []})
+        return {"title": title, "paragraphs": [{"context": PARIS, "qas": qas[:1]}, {"context": ROME, "qas": qas[1:]}]}
+
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [article("a"), article("b"), article("c")]}))
+    plain, held = load_examples(TrainConfig("finetune", "b", str(path), "o", holdout_articles=1))
+    config = TrainConfig("finetune", "b", str(path), "o", holdout_articles=1, synthetic_unanswerable=0.5)
+    more, held_again = load_examples(config)
+    added = more[len(plain) :]
+    assert held == held_again and more[: len(plain)] == plain
+    assert len(added) == 2  # half of the four answerable questions left in training
+    assert all(e.is_impossible and "-syn-" in e.id and e.title not in held for e in added)

@@ -1,0 +1,119 @@
+"""Synthetic unanswerable questions made from answerable ones, to train the no-answer decision.
+
+SQuAD v2's unanswerable questions were written against their paragraph to look answerable; the
+commonest kinds are entity swaps and antonyms (Rajpurkar et al., 2018, table 3). train.json has few
+of them (2,042), so ``--synthetic-unanswerable`` adds rule-made ones, each paired with the paragraph
+of the answerable question it came from:
+
+* entity swap: a capitalized name or a number of the question that the paragraph contains is
+  replaced by one of the same kind from another paragraph of the article that this paragraph lacks;
+* antonym: a word of a short list is replaced by its opposite ("first" -> "last");
+* other paragraph: the question unchanged, paired with another paragraph of its article that holds
+  none of its answers.
+
+The rules are simple and some of their questions remain answerable (label noise); no NLP library
+does this offline (nlpaug and TextAttack fetch WordNet or models from the network).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import defaultdict
+from dataclasses import replace
+
+from variants.squad import QAExample
+
+# Word pairs both ways; a question word is swapped only if the pair's other side is a whole word.
+_PAIRS = (
+    ("first", "last"), ("largest", "smallest"), ("highest", "lowest"), ("most", "least"),
+    ("earliest", "latest"), ("before", "after"), ("increase", "decrease"), ("increased", "decreased"),
+    ("maximum", "minimum"), ("north", "south"), ("east", "west"), ("northern", "southern"),
+    ("eastern", "western"), ("older", "younger"), ("oldest", "youngest"), ("longest", "shortest"),
+    ("biggest", "smallest"), ("more", "less"), ("higher", "lower"), ("larger", "smaller"),
+    ("best", "worst"), ("major", "minor"), ("win", "lose"), ("won", "lost"), ("start", "end"),
+    ("began", "ended"), ("positive", "negative"), ("public", "private"), ("internal", "external"),
+    ("success", "failure"), ("successful", "unsuccessful"), ("allowed", "forbidden"), ("early", "late"),
+    ("above", "below"), ("inside", "outside"), ("strongest", "weakest"), ("richest", "poorest"),
+)  # fmt: skip
+ANTONYMS = {a: b for a, b in _PAIRS} | {b: a for a, b in _PAIRS}
+
+# A run of capitalized words (a name) or a number; the question's first word is never one.
+ENTITY = re.compile(r"\b(?:[A-Z][\w'-]*(?:\s+(?:of|the|de|von|and)?\s*[A-Z][\w'-]*)*|\d[\d,.]*\d|\d)\b")
+WORD = re.compile(r"[A-Za-z]+")
+# Capitalized only because they start a sentence or a question: cut from the front of a name.
+FUNCTION_WORDS = frozenset(
+    "the a an in on at by for from to of and or but however this that these those it its he she they his her "
+    "their there after before during when while as with although since many some most other all both each "
+    "what which who whom whose where why how is was are were did does do can could has have had".split()
+)
+
+
+def entities(text: str) -> list[str]:
+    """Names and numbers in ``text``, in order, without the function words that start a sentence."""
+    found = []
+    for match in ENTITY.finditer(text):
+        words = match.group().split()
+        while words and words[0].lower() in FUNCTION_WORDS:
+            words.pop(0)
+        if words:
+            found.append(" ".join(words))
+    return found
+
+
+def kind(entity: str) -> str:
+    """The kind of an entity: "name", or "number" and its length (a year swaps with a year)."""
+    return f"number{len(entity)}" if entity[0].isdigit() else "name"
+
+
+def entity_swap(question: str, context: str, pool: list[str], rng: random.Random) -> str | None:
+    """``question`` with one of its names or numbers that ``context`` holds replaced by one from ``pool``
+    of the same kind that ``context`` lacks; None when there is none to swap."""
+    found = [e for e in entities(question) if e in context]
+    rng.shuffle(found)
+    for old in found:
+        choices = [e for e in pool if kind(e) == kind(old) and e not in context and e not in question]
+        if choices:
+            return question.replace(old, rng.choice(choices), 1)
+    return None
+
+
+def antonym_swap(question: str, rng: random.Random) -> str | None:
+    """``question`` with one listed word replaced by its opposite (case kept); None when it has none."""
+    words = [m for m in WORD.finditer(question) if m.group().lower() in ANTONYMS]
+    if not words:
+        return None
+    m = rng.choice(words)
+    new = ANTONYMS[m.group().lower()]
+    new = new.capitalize() if m.group()[0].isupper() else new
+    return question[: m.start()] + new + question[m.end() :]
+
+
+def synthetic_unanswerable(examples: list[QAExample], share: float, seed: int) -> list[QAExample]:
+    """Unanswerable questions made from a seeded ``share`` of the answerable ``examples`` (see module doc).
+
+    Each is tried as an entity swap, then an antonym, then another paragraph of its article; ids end in
+    ``-syn`` and the kind (``-ent``, ``-ant``, ``-par``).
+    """
+    rng = random.Random(seed)
+    by_title: dict[str, list[str]] = defaultdict(list)
+    names: dict[str, list[str]] = defaultdict(list)
+    for title, context in dict.fromkeys((e.title, e.context) for e in examples):
+        by_title[title].append(context)
+        names[title] += entities(context)
+    answerable = [e for e in examples if not e.is_impossible]
+    made = []
+    for ex in rng.sample(answerable, round(share * len(answerable))):
+        pool = sorted(set(names[ex.title]))
+        swapped = entity_swap(ex.question, ex.context, pool, rng)
+        if swapped is not None:
+            made.append(replace(ex, id=f"{ex.id}-syn-ent", question=swapped, answers=(), answer_starts=()))
+            continue
+        flipped = antonym_swap(ex.question, rng)
+        if flipped is not None:
+            made.append(replace(ex, id=f"{ex.id}-syn-ant", question=flipped, answers=(), answer_starts=()))
+            continue
+        others = [c for c in by_title[ex.title] if c != ex.context and not any(a in c for a in ex.answers)]
+        if others:
+            made.append(replace(ex, id=f"{ex.id}-syn-par", context=rng.choice(others), answers=(), answer_starts=()))
+    return made
