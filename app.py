@@ -233,11 +233,21 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
         '<div class="qa-metrics">'
         + _metric(fmt_ms(result.latency_ms), "latency", "qa-key")
         + speed
-        + _metric(fmt_confidence(result.score), "confidence" if result.answer else "no-answer score")
+        + _confidence_metric(result)
         + _metric(fmt_mb(result.size_mb), "model size" + smaller)
         + _metric(fmt_params(result.parameters), "parameters")
         + "</div>"
     )
+
+
+def _confidence_metric(result: VariantResult) -> str:
+    """The answer's probability; with no answer, its best guess's (the [CLS] probability is often ~0%, since a
+    calibrated threshold can make "no answer" win with a null score far below the span's)."""
+    if result.answer:
+        return _metric(fmt_confidence(result.score), "confidence")
+    if result.guess:
+        return _metric(fmt_confidence(result.guess_score), "best guess confidence")
+    return _metric(fmt_confidence(result.score), "no-answer score")
 
 
 def _static_metrics(info: dict) -> str:
@@ -432,7 +442,8 @@ def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
         """Answer `question` from `context` with every loaded variant.
 
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
-        latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end, size_mb,
+        latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end,
+        guess_score, size_mb,
         parameters, speedup and error; `answer` is "" when the model finds no answer in the context, and
         `guess` is then the best span that "no answer" beat.
         """

@@ -219,7 +219,9 @@ def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:
         engine.variants = {**engine.variants, "baseline": loaded}
     assert result.answer == "" and result.guess and CONTEXT[result.guess_start : result.guess_end] == result.guess
     card = app.card_html(loaded, result, CONTEXT, "done")
-    assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card and "no-answer score" in card
+    assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card
+    assert result.guess_score > 0 and f"{app.fmt_confidence(result.guess_score)}</b>" in card
+    assert "best guess confidence" in card and "no-answer score" not in card
 
 
 def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Path) -> None:

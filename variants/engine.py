@@ -64,6 +64,7 @@ class VariantResult:
     guess: str = ""  # with no answer: the best span, which "no answer" beat
     guess_start: int = 0
     guess_end: int = 0
+    guess_score: float = 0.0  # the guess's probability
     size_mb: float | None = None
     parameters: int | None = None
     speedup: float | None = None
@@ -405,6 +406,7 @@ def _fill(result: VariantResult, ans: Answer) -> None:
     result.answer, result.score = ans.text, round(ans.score, 4)
     result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
     result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
+    result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
     result.latency_ms = round(result.latency_ms or 0.0, 2)
 
 
