@@ -38,7 +38,7 @@ _PAIRS = (
 )  # fmt: skip
 ANTONYMS = {a: b for a, b in _PAIRS} | {b: a for a, b in _PAIRS}
 
-# A run of capitalized words (a name) or a number; the question's first word is never one.
+# A run of capitalized words (a name, its parts maybe joined by "of", "the", "de", "von", "and"), or a number.
 ENTITY = re.compile(r"\b(?:[A-Z][\w'-]*(?:\s+(?:of|the|de|von|and)?\s*[A-Z][\w'-]*)*|\d[\d,.]*\d|\d)\b")
 WORD = re.compile(r"[A-Za-z]+")
 # Capitalized only because they start a sentence or a question: cut from the front of a name.
