@@ -434,6 +434,11 @@ def card(folder: str, data: str | None) -> dict:
         else "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned for "
         "extractive question answering on SQuAD v2, unanswerable questions included."
     )
+    if cfg.get("synthetic_unanswerable"):
+        summary += (
+            f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
+            "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
+        )
     scores = write_card(folder, data, title, summary, reproduce_command(cfg))
     print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
     return scores
