@@ -443,9 +443,9 @@ def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
 
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
         latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end,
-        guess_score, size_mb,
-        parameters, speedup and error; `answer` is "" when the model finds no answer in the context, and
-        `guess` is then the best span that "no answer" beat.
+        guess_score, size_mb, parameters, speedup and error; `answer` is "" when the model finds no answer
+        in the context, and `guess` (with its offsets and probability) is then the best span that "no
+        answer" beat.
         """
         try:
             return [r.to_json() for r in engine.ask(question, context)]
