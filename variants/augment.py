@@ -97,23 +97,23 @@ def synthetic_unanswerable(examples: list[QAExample], share: float, seed: int) -
     """
     rng = random.Random(seed)
     by_title: dict[str, list[str]] = defaultdict(list)
-    names: dict[str, list[str]] = defaultdict(list)
+    names: dict[str, set[str]] = defaultdict(set)
     for title, context in dict.fromkeys((e.title, e.context) for e in examples):
         by_title[title].append(context)
-        names[title] += entities(context)
+        names[title].update(entities(context))
+    pools = {title: sorted(found) for title, found in names.items()}
     answerable = [e for e in examples if not e.is_impossible]
     made = []
     for ex in rng.sample(answerable, round(share * len(answerable))):
-        pool = sorted(set(names[ex.title]))
-        swapped = entity_swap(ex.question, ex.context, pool, rng)
-        if swapped is not None:
-            made.append(replace(ex, id=f"{ex.id}-syn-ent", question=swapped, answers=(), answer_starts=()))
-            continue
-        flipped = antonym_swap(ex.question, rng)
-        if flipped is not None:
-            made.append(replace(ex, id=f"{ex.id}-syn-ant", question=flipped, answers=(), answer_starts=()))
-            continue
-        others = [c for c in by_title[ex.title] if c != ex.context and not any(a in c for a in ex.answers)]
-        if others:
-            made.append(replace(ex, id=f"{ex.id}-syn-par", context=rng.choice(others), answers=(), answer_starts=()))
+        question, context, how = ex.question, ex.context, ""
+        if (swapped := entity_swap(ex.question, ex.context, pools[ex.title], rng)) is not None:
+            question, how = swapped, "ent"
+        elif (flipped := antonym_swap(ex.question, rng)) is not None:
+            question, how = flipped, "ant"
+        elif others := [c for c in by_title[ex.title] if c != ex.context and not any(a in c for a in ex.answers)]:
+            context, how = rng.choice(others), "par"
+        if how:
+            made.append(
+                replace(ex, id=f"{ex.id}-syn-{how}", question=question, context=context, answers=(), answer_starts=())
+            )
     return made
