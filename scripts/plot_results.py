@@ -54,8 +54,8 @@ def plot_record(record: dict[str, Any], out: str | Path) -> Path:
         ax.errorbar(
             row["p50_ms"], row["f1"], xerr=[[0], [max(0.0, p90 - row["p50_ms"])]], fmt=marker, color=color, capsize=3
         )
-        # Points at about the same place (same F1, latency within 15%) get their labels stacked, not overprinted.
-        near = sum(1 for x, y in placed if abs(y - row["f1"]) < 0.05 and 1 / 1.15 < x / row["p50_ms"] < 1.15)
+        # Points at about the same place (same F1, latency within 40%: a label's width) get their labels stacked.
+        near = sum(1 for x, y in placed if abs(y - row["f1"]) < 0.05 and 1 / 1.4 < x / row["p50_ms"] < 1.4)
         placed.append((row["p50_ms"], row["f1"]))
         offset = (6, -12) if row["is_peer"] else (6, 6 - 11 * near)
         ax.annotate(row["variant"], (row["p50_ms"], row["f1"]), textcoords="offset points", xytext=offset, fontsize=8)

@@ -578,13 +578,14 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         hidden=config.hidden_size,
         heads=config.num_attention_heads,
         pruning=(f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
-                 f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values())} of "
-                 f"{config.num_hidden_layers * config.intermediate_size} FFN neurons removed (stored as zeros)")
+                 f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values()):,} of "
+                 f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed (stored as zeros)")
         if pruned else "",
         parameters=pruning.count_parameters(AutoModelForQuestionAnswering.from_config(config)),
         compacted=f"; {record['parameters_compacted']:,} after compaction" if pruned else "",
         minutes=record["training_seconds"] / 60,
-        hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else ""),
+        hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else "")
+        + (", BF16 autocast" if cfg.get("bf16") else ""),
         command=command,
         hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out",)}, indent=2),
         **{k: (v if v is not None else float("nan")) for k, v in scores.items()},
