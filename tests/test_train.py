@@ -139,8 +139,7 @@ SHIPPED = (EMBEDDED_MODELS / "minilm-squad2", EMBEDDED_MODELS / "minilm-squad2-p
 def test_the_shipped_models_carry_the_threshold_calibrated_on_articles_they_never_saw():
     baseline, pruned = (json.loads((m / "train_config.json").read_text()) for m in SHIPPED)
     assert baseline["holdout_titles"] and pruned["holdout_titles"] == baseline["holdout_titles"]
-    for folder in SHIPPED:
-        record = json.loads((folder / "train_config.json").read_text())
+    for folder, record in zip(SHIPPED, (baseline, pruned), strict=True):
         config = json.loads((folder / "config.json").read_text())
         assert record["calibration"]["titles"] == record["holdout_titles"]
         assert config[CALIBRATED_THRESHOLD] == record["calibration"]["null_threshold"]
