@@ -340,10 +340,8 @@ def prune_and_distill(cfg: TrainConfig) -> None:
     print(f"{len(features)} training features; held out: {held_out}", flush=True)
     started = time.time()
 
-    # Importance on a calibration subset of the training features (eager attention: head_mask).
-    scorer = AutoModelForQuestionAnswering.from_pretrained(
-        cfg.teacher, dtype=torch.float32, attn_implementation="eager"
-    )
+    # Importance on a calibration subset of the training features (head gates work with any attention).
+    scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     calib = random.Random(cfg.seed).sample(range(len(features)), min(cfg.calib_examples, len(features)))
     batches = (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16))
     importance = pruning.score_importance(scorer, batches)
