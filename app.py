@@ -13,7 +13,6 @@ import argparse
 import html
 import logging
 import math
-import os
 import platform
 import sys
 import tempfile
@@ -24,11 +23,11 @@ from pathlib import Path
 import gradio as gr
 import plotly.graph_objects as go
 
-from variants import custom
+from variants import config, custom
 from variants import results as records
 from variants import spec as specs
-from variants.__main__ import add_model_arguments, engine_from_args
 from variants.bench import quick_benchmark
+from variants.config import add_model_arguments, engine_from_args
 from variants.engine import Engine, LoadedVariant, VariantResult
 from variants.qa import InputError
 from variants.squad import load_squad_json
@@ -37,7 +36,7 @@ log = logging.getLogger("app")
 
 ROOT = Path(__file__).resolve().parent
 SAMPLE_FILE = ROOT / "assets" / "data" / "squad_v2_dev_sample.json"
-RESULTS_ENV = "VARIANTS_RESULTS"  # folder of benchmark records (default: the engine's assets/results)
+RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
 CONCURRENCY_GROUP = "models"  # every handler that runs a model shares this queue group
 SNIPPET_RADIUS = 180  # characters of context shown either side of an answer
 
@@ -856,7 +855,7 @@ def build_demo(
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
     latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
     ``max_queue`` requests wait. ``allow_custom_models`` adds "Try your own model" (absent otherwise)."""
-    results_dir = results_dir or os.environ.get(RESULTS_ENV) or None
+    results_dir = results_dir or config.results_dir()
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
     custom_mb = None  # the size cap of "Try your own model"; None leaves the feature out
@@ -994,30 +993,21 @@ def console_progress(fraction: float, message: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Gradio app: QA variants side by side")
-    add_model_arguments(parser)
-    parser.set_defaults(
-        preset=os.environ.get("VARIANTS_PRESET") or None,
-        baseline=os.environ.get("VARIANTS_BASELINE") or None,
-        pruned=os.environ.get("VARIANTS_PRUNED") or None,
-        device=os.environ.get("VARIANTS_DEVICE") or "auto",
-        variants=os.environ.get("VARIANTS_NAMES") or None,
-        batching=os.environ.get("VARIANTS_BATCHING", "").strip().lower() in ("1", "true", "yes", "on"),
-        batch_wait_ms=float(os.environ.get("VARIANTS_BATCH_WAIT_MS") or 5.0),
-        max_batch=int(os.environ.get("VARIANTS_MAX_BATCH") or 16),
-    )
+    add_model_arguments(parser)  # defaults from the VARIANTS_* environment
+    serving = config.serving_defaults()
     parser.add_argument("--port", type=int, default=7860, help="local port (default 7860)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (a Space always uses 0.0.0.0)")
     parser.add_argument("--share", action="store_true", help="also make a temporary public gradio.live link")
     parser.add_argument(
         "--concurrency",
         type=int,
-        default=int(os.environ.get("VARIANTS_CONCURRENCY", "1")),
+        default=serving["concurrency"],
         help="model requests run at once (default 1: concurrent runs would distort the latencies)",
     )
     parser.add_argument(
         "--max-queue",
         type=int,
-        default=int(os.environ.get("VARIANTS_MAX_QUEUE", "32")),
+        default=serving["max_queue"],
         help="requests that may wait in the queue; more are turned away (default 32)",
     )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
@@ -1052,7 +1042,7 @@ def load_models(args: argparse.Namespace) -> Engine:
 
 
 def serve_address(args: argparse.Namespace) -> tuple[str, int]:
-    if os.environ.get("SPACE_ID"):
+    if config.on_space():
         return "0.0.0.0", 7860
     return args.host, args.port
 

@@ -299,7 +299,7 @@ def test_batching_flags_open_the_model_group(engine, monkeypatch) -> None:
     monkeypatch.setenv("VARIANTS_MAX_BATCH", "12")
     args = app.parse_args([])
     assert args.batching and args.max_batch == 12
-    from variants.__main__ import batching_from_args  # noqa: PLC0415
+    from variants.config import batching_from_args  # noqa: PLC0415
 
     batched = dataclasses.replace(engine, batching=batching_from_args(args))
     assert app.model_concurrency(args, batched) == 12

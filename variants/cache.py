@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from variants import config
+
 log = logging.getLogger("variants.cache")
 
 MANIFEST = "manifest.json"
@@ -33,8 +35,8 @@ _CHUNK = 1 << 20
 
 def default_cache_dir() -> Path:
     """``$VARIANTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/qa-variants``, else ``~/.cache/qa-variants``."""
-    if os.environ.get("VARIANTS_CACHE_DIR"):
-        return Path(os.environ["VARIANTS_CACHE_DIR"]).expanduser()
+    if explicit := config.cache_dir():
+        return explicit
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "qa-variants"
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from variants import config
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
 from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, calibrated_threshold, window_stride
@@ -26,24 +26,15 @@ from variants.sources import ResolvedSource, SourceUnavailable, resolve
 log = logging.getLogger("variants.engine")
 
 Progress = Callable[[float, str], None]
-MAX_CONTEXT_CHARS = 25_000  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
-MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
+MAX_CONTEXT_CHARS = config.MAX_CONTEXT_CHARS  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
+MAX_CONTEXT_ENV = config.MAX_CONTEXT_ENV
 MAX_QUESTION_CHARS = 1_000
 MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
 
 
 def default_max_context_chars() -> int:
     """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
-    raw = os.environ.get(MAX_CONTEXT_ENV, "").strip()
-    if not raw:
-        return MAX_CONTEXT_CHARS
-    try:
-        value = int(raw.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise ValueError(f"{MAX_CONTEXT_ENV}={raw!r} is not a whole number of characters") from None
-    if value < 1:
-        raise ValueError(f"{MAX_CONTEXT_ENV} must be at least 1, not {value}")
-    return value
+    return config.max_context_chars()
 
 
 @dataclass

@@ -10,11 +10,12 @@ per call).
 from __future__ import annotations
 
 import logging
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
+
+from variants import config
 
 log = logging.getLogger("variants.runtime")
 
@@ -138,7 +139,7 @@ class OrtQAModel(QAModel):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:
             options.intra_op_num_threads = threads
-        if os.environ.get("VARIANTS_ORT_SPIN", "0") != "1":
+        if not config.ort_spin():
             # Idle threads sleep instead of spinning: on a shared or small CPU (a Space, 2 cores) spinning
             # threads steal time from the next request and from the other variants (measured 2x there).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -181,5 +182,5 @@ class OrtQAModel(QAModel):
 
 
 def cpu_threads() -> int:
-    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores."""
-    return int(os.environ.get("VARIANTS_THREADS", "0") or 0)
+    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores (0)."""
+    return config.cpu_threads()
