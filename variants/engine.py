@@ -20,7 +20,7 @@ from variants import config
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
 from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, calibrated_threshold, window_stride
-from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, resolve_device
+from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, limit_native_memory, resolve_device
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
 log = logging.getLogger("variants.engine")
@@ -436,6 +436,7 @@ def load_engine(
     dynamic batching of concurrent requests (see :mod:`variants.batching`).
     """
     device = resolve_device(device)
+    limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
     chosen = variant_specs or specs.preset(preset, device, overrides)
     if names:
         chosen = [s for s in chosen if s.name in names]
