@@ -14,10 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -261,6 +263,29 @@ def launched(cmd: list[str], url: str, timeout_s: float, log_file: Path) -> Iter
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def launched_app(
+    args: argparse.Namespace, batching: bool, name: str
+) -> Iterator[tuple[str, subprocess.Popen, list[str]]]:
+    """``app.py`` as :func:`add_launch_arguments`' options ask, on a free port: yields (url, process, command)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    cmd = app_command(args, port, batching)
+    print(f"launching: {' '.join(cmd[1:])}", flush=True)
+    log_file = Path(tempfile.gettempdir()) / f"{name}-app-{port}.log"
+    with launched(cmd, url, args.startup_timeout_s, log_file) as proc:
+        yield url, proc, cmd
+
+
+def result_path(out: str | None, default_dir: Path, stem: str) -> Path:
+    """``out`` if it names a .json file, else ``<out or default_dir>/<stem>-<UTC timestamp>.json``."""
+    name = f"{stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    if out is None:
+        return default_dir / name
+    path = Path(out)
+    return path if path.suffix == ".json" else path / name
 
 
 def versions() -> dict[str, str | None]:

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,12 @@ from app_client import (
     Pair,
     RssSampler,
     add_launch_arguments,
-    app_command,
     batching_modes,
     bounded,
     check_url,
     drive,
-    free_port,
-    launched,
+    launched_app,
+    result_path,
     sample_pairs,
     server_pid,
     server_settings,
@@ -154,15 +152,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def output_path(out: str | None, preset: str) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"load-{preset}-{stamp}.json"
-    if out is None:
-        return OUT_DIR / name
-    path = Path(out)
-    return path if path.suffix == ".json" else path / name
-
-
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
@@ -177,12 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(summary_line(runs[-1]), flush=True)
         else:
             for batching in batching_modes(args):
-                port = free_port()
-                url = f"http://127.0.0.1:{port}/"
-                cmd = app_command(args, port, batching)
-                log_file = Path(tempfile.gettempdir()) / f"load-test-app-{port}.log"
-                print(f"launching: {' '.join(cmd[1:])}", flush=True)
-                with launched(cmd, url, args.startup_timeout_s, log_file) as proc:
+                with launched_app(args, batching, "load-test") as (url, proc, cmd):
                     run = run_load(url, proc.pid, pairs, args.clients, args.requests, args.timeout_s)
                 server = server_settings(args, cmd, batching)
                 runs.append({"server": server, **run})
@@ -210,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "runs": runs,
     }
-    path = output_path(args.out, args.preset if not args.url else "url")
+    path = result_path(args.out, OUT_DIR, f"load-{args.preset if not args.url else 'url'}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"wrote {path}")

@@ -22,7 +22,6 @@ import json
 import logging
 import statistics
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,13 +35,12 @@ from app_client import (
     SAMPLE_FILE,
     Pair,
     add_launch_arguments,
-    app_command,
     batching_modes,
     bounded,
     check_url,
     drive,
-    free_port,
-    launched,
+    launched_app,
+    result_path,
     rss_mb,
     server_pid,
     server_settings,
@@ -181,15 +179,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def output_path(out: str | None, hardware: dict[str, Any], device: str) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"soak-{hardware_slug(hardware, device)}-{stamp}.json"
-    if out is None:
-        return OUT_DIR / name
-    path = Path(out)
-    return path if path.suffix == ".json" else path / name
-
-
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
@@ -203,12 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             modes[args.label or "attached"] = {"server": {"url": url, "launched": False}, **run}
         else:
             for batching in batching_modes(args):
-                port = free_port()
-                url = f"http://127.0.0.1:{port}/"
-                cmd = app_command(args, port, batching)
-                log_file = Path(tempfile.gettempdir()) / f"soak-app-{port}.log"
-                print(f"launching: {' '.join(cmd[1:])}", flush=True)
-                with launched(cmd, url, args.startup_timeout_s, log_file) as proc:
+                with launched_app(args, batching, "soak") as (url, proc, cmd):
                     run = soak(url, proc.pid, pairs, *settings)
                 modes["batching" if batching else "no_batching"] = {
                     "server": server_settings(args, cmd, batching),
@@ -242,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "inputs": length_mix(pairs),
         "modes": modes,
     }
-    path = output_path(args.out, hardware, args.device)
+    path = result_path(args.out, OUT_DIR, f"soak-{hardware_slug(hardware, args.device)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"wrote {path}")
