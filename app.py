@@ -505,7 +505,8 @@ HOVER_FIELDS = [k for k in TABLE_COLUMNS if k != "label"] + ["best_f1", "device"
 
 def stored_record(engine: Engine, results_dir: Path | None) -> tuple[dict | None, str]:
     """The stored record for this preset and the hardware in use, and a note when it does not match."""
-    stored = records.load_records(results_dir) if results_dir else records.load_records()
+    loaded = records.load_records(results_dir) if results_dir else records.load_records()
+    stored = [{**r.to_dict(), "_file": r.file} for r in loaded]  # until ui/ reads variants.record.Record
     same_preset = [r for r in stored if r.get("preset") == engine.preset]
     if not same_preset:
         return None, f"No benchmark records for the {engine.preset} preset yet."
@@ -705,7 +706,7 @@ def make_quick_benchmark(engine: Engine, sample_file: Path) -> Callable:
     def quick(n: float, progress=gr.Progress()) -> tuple:
         examples = load_squad_json(sample_file)
         progress(0.0, desc="Starting")
-        record = quick_benchmark(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
+        record = quick_benchmark(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg)).to_dict()
         *shown, csv = benchmark_outputs(record, "", fresh=True)
         return (*shown, gr.DownloadButton(value=csv, interactive=csv is not None))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from variants import spec as specs
-from variants.qa import DecodeSettings
+from variants.qa import parse_null_threshold
 
 if TYPE_CHECKING:
     from variants.batching import BatchingConfig
@@ -219,10 +219,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--null-threshold",
-        type=float,
-        default=None,
-        help="'no answer' when ln(null score / best span score) is above this (default: each model's calibrated "
-        "threshold from its config.json, else 0; 0 decides as transformers' pipeline does)",
+        type=parse_null_threshold,
+        default=0.0,
+        help="'no answer' when ln(null score / best span score) is above this: a number (default 0, the rule of "
+        "transformers' pipeline) or 'calibrated' (each model's threshold from its config.json, else 0)",
     )
 
 
@@ -258,5 +258,5 @@ def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
         progress=progress,
         max_context_chars=getattr(args, "max_context_chars", None),
         batching=batching_from_args(args),
-        settings=DecodeSettings(null_threshold=getattr(args, "null_threshold", None)),
+        null_threshold=getattr(args, "null_threshold", 0.0),
     )
