@@ -55,10 +55,10 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running(demo) -> Iterator[str]:
     """Serve ``demo`` on a free localhost port in background threads; yields its URL."""
-    import app  # noqa: PLC0415
+    from ui.styles import launch_style  # noqa: PLC0415
 
     _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_style()
+        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **launch_style()
     )
     try:
         yield url

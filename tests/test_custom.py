@@ -13,6 +13,8 @@ from app_helpers import CONTEXT, MB, MODEL_ID, QUESTION, SMALL, TINY_SETTINGS, F
 from huggingface_hub.errors import RepositoryNotFoundError
 
 import app
+from ui.ask import make_custom_loader, selected_names
+from ui.cards import cards_html
 from variants import custom
 from variants.custom import CustomModelRefused, check_model_id, custom_models_allowed, inspect_model
 from variants.engine import load_engine
@@ -189,7 +191,7 @@ def test_loaded_as_an_extra_variant(checked_hub, baseline_engine) -> None:
 def test_the_app_handler(checked_hub, baseline_engine) -> None:
     engine = baseline_engine
     steps = [("Pruned + ONNX", "pruned-onnx")]
-    load = app.make_custom_loader(engine, steps, 500)
+    load = make_custom_loader(engine, steps, 500)
     status, update = load("../../etc/passwd", ["pruned-onnx"], progress=lambda *_a, **_kw: None)
     assert 'class="qa-notice"' in status and "never file paths" in status
     assert update == gr.skip()  # the checkboxes stay as they are
@@ -197,7 +199,7 @@ def test_the_app_handler(checked_hub, baseline_engine) -> None:
     assert 'class="qa-ok"' in status and MODEL_ID in status
     assert update.choices == [("Pruned + ONNX", "pruned-onnx"), (f"Your model: {MODEL_ID}", "custom")]
     assert update.value == ["pruned-onnx", "custom"]
-    cards = app.cards_html(engine, app.selected_names(engine, update.value), {}, "")
+    cards = cards_html(engine, selected_names(engine, update.value), {}, "")
     assert 'data-variant="custom"' in cards
 
 

@@ -1,0 +1,249 @@
+"""The Ask tab: examples, the handlers (closures over the engine, callable without a server), and its layout."""
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import gradio as gr
+
+from variants import custom
+from variants.engine import Engine, VariantResult
+from variants.qa import InputError
+from variants.squad import load_squad_json
+
+from . import SAMPLE_FILE
+from .cards import cards_html, summary_html
+from .charts import latency_figure
+from .styles import CARD_CSS, html_block
+from .text import esc
+
+log = logging.getLogger("app")
+
+# --- examples -------------------------------------------------------------------------------------
+
+NORMANS_QUESTION = "In what country is Normandy located?"
+UNANSWERABLE_ID = "5ad01e4677cf76001a686aa8"  # "What city has a population of 1,307,204?" (San Diego has 1,307,402)
+LONG_TITLE, LONG_PARAGRAPHS = "Packet_switching", 5  # about 640 tokens: more than one 384-token window
+LONG_QUESTION = "Who did Roger Scantlebury meet at the 1967 ACM Symposium?"  # answered in the last paragraph
+
+
+def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]:
+    """[context, question] rows for gr.Examples, with labels; empty when the sample is missing."""
+    try:
+        sample = load_squad_json(path)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("no examples: %s", exc)
+        return [], []
+    rows, labels = [], []
+    normans = next((e for e in sample if e.question == NORMANS_QUESTION), None)
+    if normans:
+        rows.append([normans.context, NORMANS_QUESTION])
+        labels.append("Normans: answerable")
+    unanswerable = next((e for e in sample if e.id == UNANSWERABLE_ID), None)
+    if unanswerable:
+        rows.append([unanswerable.context, unanswerable.question])
+        labels.append("Southern California: no answer in the text")
+    paragraphs = list(dict.fromkeys(e.context for e in sample if e.title == LONG_TITLE))[:LONG_PARAGRAPHS]
+    if len(paragraphs) == LONG_PARAGRAPHS:
+        rows.append(["\n\n".join(paragraphs), LONG_QUESTION])
+        labels.append("Packet switching: long context (several 384-token windows)")
+    return rows, labels
+
+
+def selected_names(engine: Engine, extra: list[str] | None) -> list[str]:
+    """The headline variants plus the intermediate steps ticked in the checkbox group."""
+    extra = set(extra or [])
+    return [v.spec.name for v in engine.loaded if v.spec.headline or v.spec.name in extra]
+
+
+def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
+    """The Ask handler: yields (cards, summary, chart, last) after each variant finishes."""
+
+    def ask(context: str, question: str, extra: list[str], last: dict) -> Iterator[tuple]:
+        try:
+            engine.check_input(question, context)
+        except InputError as exc:
+            raise gr.Error(str(exc)) from None
+        names = selected_names(engine, extra)
+        results: dict[str, VariantResult] = {}
+        yield (
+            cards_html(engine, names, results, context, running=True),
+            summary_html(engine, names, results, running=True),
+            latency_figure(engine, names, results),
+            last,
+        )
+        try:
+            for result in engine.ask_iter(question, context, names):
+                results[result.variant] = result
+                running = len(results) < len(names)
+                yield (
+                    cards_html(engine, names, results, context, running=running),
+                    summary_html(engine, names, results, running=running),
+                    latency_figure(engine, names, results),
+                    last,
+                )
+        except InputError as exc:  # e.g. a question too long for the model's window
+            raise gr.Error(str(exc)) from None
+        yield (
+            cards_html(engine, names, results, context),
+            summary_html(engine, names, results, running=False),
+            latency_figure(engine, names, results),
+            {"context": context, "results": results},
+        )
+
+    return ask
+
+
+def make_validator(engine: Engine) -> Callable[..., list[dict]]:
+    """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
+    cards, chart and summary are left as they were."""
+
+    def validate(context: str, question: str, extra: list[str], last: dict) -> list[dict]:
+        try:
+            engine.check_input(question, context)
+        except InputError as exc:
+            message = str(exc)
+            about_question = exc.field == "question"
+            return [
+                gr.validate(about_question, "" if about_question else message),
+                gr.validate(not about_question, message if about_question else ""),
+                gr.validate(True, ""),
+                gr.validate(True, ""),
+            ]
+        return [gr.validate(True, "")] * 4
+
+    return validate
+
+
+def make_reselect(engine: Engine) -> Callable[[list[str], dict], tuple]:
+    """Show or hide the intermediate steps' cards without re-running anything."""
+
+    def reselect(extra: list[str], last: dict) -> tuple:
+        names = selected_names(engine, extra)
+        results = {k: v for k, v in (last or {}).get("results", {}).items() if k in names}
+        context = (last or {}).get("context", "")
+        return (
+            cards_html(engine, names, results, context),
+            summary_html(engine, names, results, running=False),
+            latency_figure(engine, names, results),
+        )
+
+    return reselect
+
+
+def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
+    def answer(context: str, question: str) -> list[dict]:
+        """Answer `question` from `context` with every loaded variant.
+
+        Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
+        latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end,
+        guess_score, size_mb, parameters, speedup and error; `answer` is "" when the model finds no answer
+        in the context, and `guess` (with its offsets and probability) is then the best span that "no
+        answer" beat.
+        """
+        try:
+            return [r.to_json() for r in engine.ask(question, context)]
+        except InputError as exc:
+            raise gr.Error(str(exc)) from None
+
+    return answer
+
+
+# --- Try your own model ---------------------------------------------------------------------------
+
+
+def custom_status_html(message: str, ok: bool) -> str:
+    kind = "qa-ok" if ok else "qa-notice"
+    return f'<div class="{kind}">{esc(message)}</div>'
+
+
+def make_custom_loader(engine: Engine, steps: list[tuple[str, str]], max_mb: float) -> Callable[..., tuple]:
+    """Check and load a user's Hub model as the extra variant ``custom``; tick it so that its card shows."""
+
+    def load(model_id: str, extra: list[str], progress=gr.Progress()) -> tuple:
+        try:
+            loaded = custom.load_custom_variant(engine, model_id, max_mb, progress=lambda f, m: progress(f, desc=m))
+        except custom.CustomModelRefused as exc:
+            return custom_status_html(str(exc), ok=False), gr.skip()
+        if not loaded.ok:
+            return custom_status_html(f"{loaded.spec.label} failed to load: {loaded.error}", ok=False), gr.skip()
+        name = loaded.spec.name
+        status = (
+            f"Loaded {loaded.spec.label.removeprefix('Your model: ')} ({loaded.spec.description.rstrip('.')}) "
+            "as an extra variant: press Ask to compare it. Loading another model replaces it."
+        )
+        ticked = [*(e for e in extra or [] if e != name), name]
+        choices = [*steps, (loaded.spec.label, name)]
+        return custom_status_html(status, ok=True), gr.CheckboxGroup(choices=choices, value=ticked, visible=True)
+
+    return load
+
+
+def ask_tab(
+    engine: Engine,
+    headline: list[str],
+    steps: list[tuple[str, str]],
+    group: dict,
+    sample_file: Path,
+    custom_mb: float | None = None,
+):
+    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out."""
+    last = gr.State({})
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            context = gr.Textbox(
+                label="Context",
+                lines=7,
+                max_lines=14,
+                placeholder="Paste a passage…",
+                info=f"Up to {engine.max_context_chars:,} characters; long passages are read in overlapping windows.",
+            )
+            question = gr.Textbox(label="Question", placeholder="Ask something the passage answers (or not)")
+            submit = gr.Button("Ask every variant", variant="primary")
+            rows, labels = load_examples(sample_file)
+            if rows:
+                gr.Examples(
+                    rows, [context, question], example_labels=labels, cache_examples=False, label="Try an example"
+                )
+            if custom_mb is not None:
+                with gr.Accordion("Try your own model", open=False, elem_id="custom-model"):
+                    model_id = gr.Textbox(
+                        label="Hub model id",
+                        placeholder=custom.EXAMPLE_ID,
+                        info=f"An extractive QA model (…ForQuestionAnswering) of the BERT family, up to "
+                        f"{custom_mb:,.0f} MB; it runs in PyTorch next to the others.",
+                    )
+                    load = gr.Button("Load it as an extra variant")
+                    custom_status = html_block("", elem_id="custom-status")
+        with gr.Column(scale=2):
+            summary = html_block(summary_html(engine, headline, {}, running=False))
+            chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
+            extra = gr.CheckboxGroup(
+                steps,
+                value=[],
+                label="Also show the intermediate steps",
+                info="What each build step buys on its own (see the About tab).",
+                visible=bool(steps),
+            )
+    cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
+    gr.on(
+        [submit.click, question.submit],
+        make_ask(engine),
+        [context, question, extra, last],
+        [cards, summary, chart, last],
+        show_progress="minimal",
+        api_visibility="private",
+        validator=make_validator(engine),
+        **group,
+    )
+    extra.change(make_reselect(engine), [extra, last], [cards, summary, chart], queue=False, api_visibility="private")
+    if custom_mb is not None:
+        gr.on(
+            [load.click, model_id.submit],
+            make_custom_loader(engine, steps, custom_mb),
+            [model_id, extra],
+            [custom_status, extra],
+            api_visibility="private",
+            concurrency_id="custom-model",
+            concurrency_limit=1,
+        )

@@ -1,0 +1,175 @@
+"""The Ask tab's cards and summary line: pure functions of the loaded variants and their results."""
+
+from variants import custom
+from variants.engine import Engine, LoadedVariant, VariantResult
+
+from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
+
+# --- Ask tab: cards, chart, summary ---------------------------------------------------------------
+
+
+def _metric(value: str, caption: str, extra: str = "") -> str:
+    return f'<div class="qa-metric {extra}"><b>{esc(value)}</b><span>{esc(caption)}</span></div>'
+
+
+def card_html(
+    loaded: LoadedVariant,
+    result: VariantResult | None = None,
+    context: str = "",
+    state: str = "idle",
+    baseline: VariantResult | None = None,
+) -> str:
+    """One variant's card. ``state``: idle (nothing asked yet), running, done, stale (not run for this question)."""
+    spec = loaded.spec
+    info = loaded.model.describe() if loaded.ok else {}
+    error = (result.error if result else None) or loaded.error
+    if error:
+        state = "error"
+    classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
+    role = {"baseline": "reference", custom.CUSTOM_NAME: "your model"}.get(
+        spec.name, "headline" if spec.headline else "intermediate step"
+    )
+    head = (
+        f'<div class="qa-head"><span class="qa-title">{esc(spec.label)}</span>'
+        f'<span class="qa-role">{esc(role)}</span></div>'
+    )
+    if state == "error":
+        body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
+    elif state == "done" and result is not None:
+        body = _answer_block(result, context) + _metrics_block(result, baseline)
+    else:
+        waiting = {"running": "running…", "stale": "not run for this question: press Ask"}.get(state, "")
+        body = f'<div class="qa-answer qa-pending">{esc(waiting) or "&nbsp;"}</div>' + _static_metrics(info)
+    device = result.device if result and result.device else info.get("device", "")
+    provider = result.provider if result and result.provider else info.get("provider", "")
+    dtype = result.dtype if result and result.dtype else info.get("dtype", "")
+    runtime = runtime_line(device, provider, dtype)
+    foot = f'<div class="qa-runtime" title="device · provider · precision">{esc(runtime)}</div>' if runtime else ""
+    notes = "".join(f'<div class="qa-note">{esc(n)}</div>' for n in info.get("notes", []))
+    return (
+        f'<div class="{classes}" data-variant="{esc(spec.name)}" data-state="{esc(state)}">'
+        f"{head}{body}{foot}{notes}</div>"
+    )
+
+
+def _answer_block(result: VariantResult, context: str) -> str:
+    confidence = fmt_confidence(result.score)
+    if not result.answer and result.guess:
+        snippet = highlight(context, result.guess_start, result.guess_end, SNIPPET_RADIUS // 2)
+        return (
+            '<div class="qa-answer qa-none">no answer</div>'
+            f'<div class="qa-snippet qa-muted" title="Its best span did not clear the model\'s calibrated '
+            f'no-answer threshold.">Best guess, below its no-answer threshold: {snippet}</div>'
+        )
+    if not result.answer:
+        return (
+            '<div class="qa-answer qa-none">no answer</div>'
+            f'<div class="qa-snippet qa-muted">The model judges the question unanswerable from this context '
+            f"(confidence {esc(confidence)}).</div>"
+        )
+    snippet = highlight(context, result.start, result.end)
+    return f'<div class="qa-answer">{esc(result.answer)}</div><div class="qa-snippet">{snippet}</div>'
+
+
+def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str:
+    if result.variant == "baseline":
+        speed = _metric("1.00×", "reference speed", "qa-speed")
+    elif result.speedup:
+        word = "faster" if result.speedup >= 1 else "slower"
+        shown = result.speedup if result.speedup >= 1 else 1 / result.speedup
+        speed = _metric(
+            fmt_speedup(shown), f"{word} than baseline", "qa-speed" + (" qa-good" if result.speedup >= 1 else "")
+        )
+    else:
+        speed = _metric("–", "vs baseline", "qa-speed")
+    smaller = ""
+    if baseline and baseline.size_mb and result.size_mb and result.variant != "baseline":
+        smaller = f" · {baseline.size_mb / result.size_mb:.1f}× smaller"
+    return (
+        '<div class="qa-metrics">'
+        + _metric(fmt_ms(result.latency_ms), "latency", "qa-key")
+        + speed
+        + _confidence_metric(result)
+        + _metric(fmt_mb(result.size_mb), "model size" + smaller)
+        + _metric(fmt_params(result.parameters), "parameters")
+        + "</div>"
+    )
+
+
+def _confidence_metric(result: VariantResult) -> str:
+    """The answer's probability; with no answer, its best guess's (the [CLS] probability is often ~0%, since a
+    calibrated threshold can make "no answer" win with a null score far below the span's)."""
+    if result.answer:
+        return _metric(fmt_confidence(result.score), "confidence")
+    if result.guess:
+        return _metric(fmt_confidence(result.guess_score), "best guess confidence")
+    return _metric(fmt_confidence(result.score), "no-answer score")
+
+
+def _static_metrics(info: dict) -> str:
+    if not info:
+        return ""
+    return (
+        '<div class="qa-metrics">'
+        + _metric("–", "latency", "qa-key")
+        + _metric("–", "vs baseline", "qa-speed")
+        + _metric("–", "confidence")
+        + _metric(fmt_mb(info.get("size_mb")), "model size")
+        + _metric(fmt_params(info.get("parameters")), "parameters")
+        + "</div>"
+    )
+
+
+def cards_html(
+    engine: Engine, names: list[str], results: dict[str, VariantResult], context: str, running: bool = False
+) -> str:
+    """The grid of cards for ``names`` (in chain order), each in the state its result says."""
+    baseline = results.get("baseline")
+    cards = []
+    for loaded in engine.loaded:
+        name = loaded.spec.name
+        if name not in names:
+            continue
+        if name in results:
+            cards.append(card_html(loaded, results[name], context, "done", baseline))
+        else:
+            state = "running" if running else ("stale" if results else "idle")
+            cards.append(card_html(loaded, None, context, state))
+    return f'<div class="qa-cards">{"".join(cards)}</div>'
+
+
+def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
+    """One line a stakeholder can read: the fastest variant, its speedup and size, and whether answers agree."""
+    if running:
+        done = len(results)
+        return f'<div class="qa-summary">Running {done + 1} of {len(names)}…</div>'
+    ok = [r for r in results.values() if not r.error and r.latency_ms]
+    if not ok:
+        text = "No variant could answer: the cards say why." if results else "Ask a question to compare the variants."
+        return f'<div class="qa-summary qa-muted">{esc(text)}</div>'
+    base = results.get("baseline")
+    others = [r for r in ok if r.variant != "baseline"]
+    if not base or base.error or not others:
+        fastest = min(ok, key=lambda r: r.latency_ms)
+        return f'<div class="qa-summary">Fastest: <b>{esc(fastest.label)}</b> ({esc(fmt_ms(fastest.latency_ms))})</div>'
+    fastest = min(others, key=lambda r: r.latency_ms)
+    ratio = base.latency_ms / fastest.latency_ms
+    if ratio >= 1:
+        lead = (
+            f"Fastest: <b>{esc(fastest.label)}</b>, <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
+            f"<b>{esc(fmt_speedup(ratio))} faster</b> than the baseline ({esc(fmt_ms(base.latency_ms))})"
+        )
+    else:
+        lead = (
+            f"The baseline was fastest on this question ({esc(fmt_ms(base.latency_ms))}); the quickest optimized "
+            f"variant, <b>{esc(fastest.label)}</b>, took {esc(fmt_ms(fastest.latency_ms))}"
+        )
+    if base.size_mb and fastest.size_mb and base.size_mb / fastest.size_mb >= 1.05:
+        lead += f", and it is {base.size_mb / fastest.size_mb:.1f}× smaller"
+    agree = sum(r.answer == base.answer for r in ok)
+    answers = (
+        "Every variant gives the baseline's answer."
+        if agree == len(ok)
+        else f"{agree} of {len(ok)} variants give the baseline's answer."
+    )
+    return f'<div class="qa-summary">{lead}.<br><span class="qa-agree">{esc(answers)}</span></div>'
