@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -23,7 +24,7 @@ from ui.about import about_html
 from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.styles import html_block, launch_style
-from ui.text import esc
+from ui.text import notice_html
 from variants import custom
 from variants.__main__ import add_model_arguments, engine_from_args
 from variants.engine import Engine
@@ -46,6 +47,7 @@ def build_demo(
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
     latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
     ``max_queue`` requests wait. ``allow_custom_models`` adds "Try your own model" (absent otherwise)."""
+    quiet_known_warnings()
     results_dir = results_dir or os.environ.get(RESULTS_ENV) or None
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
@@ -62,7 +64,7 @@ def build_demo(
             "latency and model size."
         )
         if engine.notice:
-            html_block(f'<div class="qa-notice"><b>Fallback:</b> {esc(engine.notice)}</div>')
+            html_block(notice_html(engine.notice, "Fallback"), elem_id="notice")  # once, on every tab
         with gr.Tab("Ask"):
             ask_tab(engine, headline, steps, group, sample_file, custom_mb)
         with gr.Tab("Benchmark"):
@@ -72,6 +74,13 @@ def build_demo(
         gr.api(make_answer_api(engine), api_name="answer", **group)
     demo.queue(max_size=max_queue, default_concurrency_limit=concurrency_limit)
     return demo
+
+
+def quiet_known_warnings() -> None:
+    """gradio 6.17's queue reads starlette's deprecated HTTP_422_UNPROCESSABLE_ENTITY on every request (gradio
+    issue #13548, fixed upstream), and pandas enters warnings.catch_warnings() per request, which resets Python's
+    once-per-place registry: the console printed that warning on every request. Silence that one, nothing else."""
+    warnings.filterwarnings("ignore", message="'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated", module=r"gradio\.routes")
 
 
 # --- start-up -------------------------------------------------------------------------------------
@@ -135,10 +144,8 @@ def load_models(args: argparse.Namespace) -> Engine:
     started = time.perf_counter()
     engine = engine_from_args(args, progress=console_progress)
     print(f"Loaded preset {engine.preset!r} on {engine.device} in {time.perf_counter() - started:.1f} s", flush=True)
-    if engine.notice:
-        print(f"NOTICE: {engine.notice}", flush=True)
-    for v in engine.loaded:
-        status = f"FAILED: {v.error}" if v.error else f"ok ({v.load_seconds:.1f} s)"
+    for v in engine.loaded:  # a fallback or a failure was logged once, with its reason, as it happened
+        status = "FAILED (reason above)" if v.error else f"ok ({v.load_seconds:.1f} s)"
         print(f"  {v.spec.name:<24} {status}", flush=True)
     return engine
 

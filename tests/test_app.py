@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -20,7 +21,7 @@ from ui.about import about_html
 from ui.ask import load_examples, make_answer_api, make_ask, make_reselect
 from ui.benchmark import TABLE_COLUMNS, benchmark_outputs, make_quick_benchmark, stored_record
 from ui.cards import card_html, summary_html
-from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight
+from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants import spec as specs
 from variants.engine import VariantResult, load_engine
 from variants.spec import VariantSpec
@@ -71,6 +72,16 @@ def test_answer_endpoint_returns_every_variant(client: Client, engine) -> None:
     assert by_name["pruned-onnx-opt-int8"]["provider"] == "CPUExecutionProvider"
     assert by_name["pruned-onnx-opt-int8"]["dtype"] == "int8"
     assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
+
+
+def test_requests_print_no_deprecation_warnings(engine, results_dir: Path) -> None:
+    """gradio 6.17 touches a deprecated starlette name on each queued request; build_demo silences that one."""
+    with warnings.catch_warnings(record=True) as caught:  # also resets the once-per-place registry
+        with running(app.build_demo(engine, results_dir=results_dir)) as url:
+            client = Client(url, verbose=False)
+            for _ in range(2):
+                client.predict(CONTEXT, QUESTION, api_name="/answer")
+    assert not [str(w.message) for w in caught if "deprecated" in str(w.message)]
 
 
 def test_answer_keyword_arguments(client: Client) -> None:
@@ -319,7 +330,15 @@ def test_about_tab_and_notice(engine) -> None:
         assert html.escape(v.spec.label) in about
     assert "CPUExecutionProvider" in about and "compact → onnx → optimize → int8" in about
     noticed = dataclasses.replace(engine, notice="The bert-large models could not be loaded <x>.")
-    assert "could not be loaded &lt;x&gt;" in about_html(noticed)
+    assert "could not be loaded" not in about_html(noticed)  # the page's banner says it, once
+
+
+def test_notice_is_plain_with_the_reason_one_click_away() -> None:
+    banner = notice_html("The big models could not be loaded, so small ones are shown. Hub <unreachable>: try x.y", "F")
+    plain, _, details = banner.partition("<details>")
+    assert "so small ones are shown." in plain and "unreachable" not in plain
+    assert "Hub &lt;unreachable&gt;: try x.y" in details
+    assert "<details>" not in notice_html("One sentence only.")
 
 
 # --- the shipped models -----------------------------------------------------------------------------

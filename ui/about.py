@@ -49,10 +49,9 @@ def about_html(engine: Engine) -> str:
             f"no-answer threshold {threshold:+.2f}</small></td>"
             f"<td>{status}{notes}</td><td>{v.load_seconds:.1f} s</td></tr>"
         )
-    notice = f'<div class="qa-notice">{esc(engine.notice)}</div>' if engine.notice else ""
     fam = f"<p>{esc(family.description)}</p>" if family else ""
     return (
-        f"{notice}<h3>Preset <code>{esc(engine.preset)}</code> on <code>{esc(engine.device)}</code></h3>{fam}"
+        f"<h3>Preset <code>{esc(engine.preset)}</code> on <code>{esc(engine.device)}</code></h3>{fam}"
         "<p>Every variant answers through the same code: the context is split into "
         f"{engine.settings.max_length}-token windows (stride {engine.settings.stride}), each window's start/end "
         "scores are decoded into the best span, and SQuAD v2's 'no answer' wins when ln(its score / the span's) "

@@ -72,3 +72,12 @@ def count(value) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return "?"
+
+
+def notice_html(notice: str, heading: str = "Note") -> str:
+    """A banner in plain words with the technical reason one click away: the first sentence of ``notice`` is
+    what happened, the rest (an exception's message, a command to run) goes in a closed <details>."""
+    plain, _, reason = notice.strip().partition(". ")
+    plain = plain if plain.endswith(".") or not reason else plain + "."
+    details = f"<details><summary>Why?</summary>{esc(reason)}</details>" if reason.strip() else ""
+    return f'<div class="qa-notice"><b>{esc(heading)}:</b> {esc(plain)}{details}</div>'
