@@ -126,7 +126,7 @@ def test_model_handlers_share_one_concurrency_group(engine) -> None:
 
 def test_ask_streams_a_card_per_variant(engine) -> None:
     steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
-    outputs = list(make_ask(engine)(CONTEXT, QUESTION, steps, {}))
+    outputs = list(make_ask(engine)(CONTEXT, QUESTION, steps, last={}))
     n = len(engine.loaded)
     assert len(outputs) == n + 2  # all running, one per finished variant, final
     done = [cards.count('data-state="done"') for cards, *_ in outputs]
@@ -142,7 +142,7 @@ def test_ask_streams_a_card_per_variant(engine) -> None:
 
 
 def test_ask_shows_headline_variants_by_default(engine) -> None:
-    *_, (cards, _summary, chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], {})
+    *_, (cards, _summary, chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
     assert re.findall(r'data-variant="([^"]+)"', cards) == headline
     assert len(chart.data[0].y) == 3
@@ -150,7 +150,7 @@ def test_ask_shows_headline_variants_by_default(engine) -> None:
 
 def test_ask_rejects_bad_input_with_gr_error(engine) -> None:
     with pytest.raises(gr.Error, match="Please type a question"):
-        next(make_ask(engine)(CONTEXT, "", [], {}))
+        next(make_ask(engine)(CONTEXT, "", [], last={}))
 
 
 def test_summary_names_the_trade_off(engine) -> None:
@@ -171,7 +171,7 @@ def test_summary_names_the_trade_off(engine) -> None:
 
 
 def test_reselect_shows_steps_without_rerunning(engine) -> None:
-    *_, (_cards, _summary, _chart, last) = make_ask(engine)(CONTEXT, QUESTION, [], {})
+    *_, (_cards, _summary, _chart, last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
     cards, _summary, chart = make_reselect(engine)(["pruned-onnx"], last)
     assert 'data-variant="pruned-onnx" data-state="stale"' in cards
     assert cards.count('data-state="done"') == 3
@@ -246,7 +246,7 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
     bad = VariantSpec("broken", "Broken <b>variant</b>", str(tmp_path / "missing"), ("compact",), True)
     engine = load_engine(variant_specs=[good, bad], device="cpu", settings=TINY_SETTINGS, cache_dir=tmp_path)
     assert engine.variants["broken"].error
-    *_, (cards, _summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], {})
+    *_, (cards, _summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
     assert 'data-variant="baseline" data-state="done"' in cards
     assert 'data-variant="broken" data-state="error"' in cards
     assert "Broken &lt;b&gt;variant&lt;/b&gt;" in cards

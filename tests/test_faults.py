@@ -84,7 +84,7 @@ def test_unicode_end_to_end(engine: Engine, client: Client, case: str) -> None:
 def test_html_in_the_input_is_shown_escaped(engine: Engine) -> None:
     context = f"{EVIL} {CONTEXT} {EVIL}"
     steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
-    outputs = list(make_ask(engine)(context, f"<b>{QUESTION}</b>", steps, {}))
+    outputs = list(make_ask(engine)(context, f"<b>{QUESTION}</b>", steps, last={}))
     for cards, summary, _chart, _last in outputs:
         for page in (cards, summary):
             assert "<script" not in page and "<img" not in page and "<b>what" not in page
@@ -142,7 +142,7 @@ def test_runtime_failure_stays_on_its_variant(engine, client, monkeypatch, fault
     assert_isolated([r.to_json() for r in engine.ask(QUESTION, CONTEXT)], name, message)
     assert_isolated(client.predict(CONTEXT, QUESTION, api_name="/answer"), name, message)
     steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
-    *_, (cards, _summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, steps, {})
+    *_, (cards, _summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, steps, last={})
     assert cards.count('data-state="error"') == 1 and f'data-variant="{name}" data-state="error"' in cards
     assert cards.count('data-state="done"') == len(engine.loaded) - 1
 

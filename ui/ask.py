@@ -18,6 +18,7 @@ from .styles import CARD_CSS, html_block
 from .text import esc
 
 log = logging.getLogger("app")
+DEFAULT_RUNS = 5  # timed runs per variant in the Ask tab, after one untimed run
 
 # --- examples -------------------------------------------------------------------------------------
 
@@ -59,7 +60,15 @@ def selected_names(engine: Engine, extra: list[str] | None) -> list[str]:
 def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
     """The Ask handler: yields (cards, summary, chart, last) after each variant finishes."""
 
-    def ask(context: str, question: str, extra: list[str], last: dict) -> Iterator[tuple]:
+    def ask(
+        context: str,
+        question: str,
+        extra: list[str],
+        rule: str = "pipeline",
+        margin: float = 0.0,
+        runs: float = DEFAULT_RUNS,
+        last: dict | None = None,
+    ) -> Iterator[tuple]:
         try:
             engine.check_input(question, context)
         except InputError as exc:
@@ -73,7 +82,8 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
             last,
         )
         try:
-            for result in engine.ask_iter(question, context, names):
+            threshold = null_threshold(rule, margin)
+            for result in engine.ask_iter(question, context, names, repeats=int(runs), null_threshold=threshold):
                 results[result.variant] = result
                 running = len(results) < len(names)
                 yield (
@@ -98,7 +108,7 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
     """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
     cards, chart and summary are left as they were."""
 
-    def validate(context: str, question: str, extra: list[str], last: dict) -> list[dict]:
+    def validate(context: str, question: str, *_controls) -> list[dict]:
         try:
             engine.check_input(question, context)
         except InputError as exc:
@@ -107,10 +117,9 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
             return [
                 gr.validate(about_question, "" if about_question else message),
                 gr.validate(not about_question, message if about_question else ""),
-                gr.validate(True, ""),
-                gr.validate(True, ""),
+                *[gr.validate(True, "")] * len(_controls),
             ]
-        return [gr.validate(True, "")] * 4
+        return [gr.validate(True, "")] * (2 + len(_controls))
 
     return validate
 
@@ -179,6 +188,34 @@ def make_custom_loader(engine: Engine, steps: list[tuple[str, str]], max_mb: flo
     return load
 
 
+THRESHOLD_RULES = [  # (what the control says, mode)
+    ("Like the transformers pipeline (default)", "pipeline"),
+    ("Calibrated for SQuAD v2", "calibrated"),
+    ("Set a margin", "margin"),
+]
+THRESHOLD_HELP = (
+    "A model answers unless it rates “no answer” above its best span: by any margin in the transformers pipeline, "
+    "by the margin tuned on SQuAD v2 (where half the questions have no answer, so it refuses far more often), "
+    "or by the margin you set (lower: more answers)."
+)
+SCROLL_TO_RESULTS = """() => {
+  const target = document.getElementById('qa-summary');
+  if (target && target.getBoundingClientRect().top > window.innerHeight * 0.4) {
+    target.scrollIntoView({behavior: 'smooth', block: 'start'});
+  }
+}"""
+
+
+def null_threshold(rule: str, margin: float) -> str | float | None:
+    """The engine's ``null_threshold`` for the Ask tab's control: None (the pipeline's 0, the engine's
+    default), "calibrated" (each model's own), or the margin set on the slider."""
+    if rule == "calibrated":
+        return "calibrated"
+    if rule == "margin":
+        return float(margin)
+    return None
+
+
 def ask_tab(
     engine: Engine,
     headline: list[str],
@@ -187,24 +224,60 @@ def ask_tab(
     sample_file: Path,
     custom_mb: float | None = None,
 ):
-    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out."""
+    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
+    above the summary and the cards; after Ask the page scrolls to them if they are below the fold."""
     last = gr.State({})
+    question = gr.Textbox(
+        label="Question", placeholder="Ask something the passage answers (or not)", render=False
+    )  # rendered in the right column, next to the Ask button; the examples on the left fill it too
     with gr.Row(equal_height=False):
-        with gr.Column(scale=3):
+        with gr.Column(scale=3, min_width=320):
             context = gr.Textbox(
                 label="Context",
-                lines=7,
-                max_lines=14,
+                lines=6,
+                max_lines=12,
                 placeholder="Paste a passage…",
                 info=f"Up to {engine.max_context_chars:,} characters; long passages are read in overlapping windows.",
             )
-            question = gr.Textbox(label="Question", placeholder="Ask something the passage answers (or not)")
-            submit = gr.Button("Ask every variant", variant="primary")
             rows, labels = load_examples(sample_file)
             if rows:
                 gr.Examples(
                     rows, [context, question], example_labels=labels, cache_examples=False, label="Try an example"
                 )
+        with gr.Column(scale=2, min_width=320):
+            question.render()
+            submit = gr.Button("Ask every variant", variant="primary")
+            rule = gr.Radio(
+                THRESHOLD_RULES,
+                value="pipeline",
+                label="When to say “no answer”",
+                info=THRESHOLD_HELP,
+                elem_id="threshold-rule",
+            )
+            margin = gr.Slider(
+                -10,
+                10,
+                value=0,
+                step=0.5,
+                visible=False,
+                elem_id="threshold-margin",
+                label="Margin: ln(p(no answer) / p(best span)) above which the answer is “no answer”",
+            )
+            runs = gr.Slider(
+                1,
+                20,
+                value=DEFAULT_RUNS,
+                step=1,
+                label="Timed runs per variant",
+                info="After one untimed run; the cards show the median and the spread.",
+            )
+            extra = gr.CheckboxGroup(
+                steps,
+                value=[],
+                label="Also show the intermediate steps",
+                info="What each build step buys on its own (see the About tab).",
+                visible=bool(steps),
+            )
             if custom_mb is not None:
                 with gr.Accordion("Try your own model", open=False, elem_id="custom-model"):
                     model_id = gr.Textbox(
@@ -215,27 +288,22 @@ def ask_tab(
                     )
                     load = gr.Button("Load it as an extra variant")
                     custom_status = html_block("", elem_id="custom-status")
-        with gr.Column(scale=2):
-            summary = html_block(summary_html(engine, headline, {}, running=False))
-            chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
-            extra = gr.CheckboxGroup(
-                steps,
-                value=[],
-                label="Also show the intermediate steps",
-                info="What each build step buys on its own (see the About tab).",
-                visible=bool(steps),
-            )
+    summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
     cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
+    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
+    inputs = [context, question, extra, rule, margin, runs, last]
     gr.on(
         [submit.click, question.submit],
         make_ask(engine),
-        [context, question, extra, last],
+        inputs,
         [cards, summary, chart, last],
         show_progress="minimal",
         api_visibility="private",
         validator=make_validator(engine),
         **group,
     )
+    gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
+    rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
     extra.change(make_reselect(engine), [extra, last], [cards, summary, chart], queue=False, api_visibility="private")
     if custom_mb is not None:
         gr.on(

@@ -3,54 +3,75 @@
 import math
 
 import plotly.graph_objects as go
+from variants.record import Record
 
 from variants.engine import Engine, VariantResult
 
+from .palette import PEER, variant_style
 from .text import esc, fmt_ms, fmt_params, fmt_speedup
 
-# Colours: the baseline grey, headline variants in the accent colour, intermediate steps lighter.
-BASELINE_COLOUR, HEADLINE_COLOUR, STEP_COLOUR = "#9ca3af", "#ea580c", "#fdba74"
-HOVER_FIELDS = [
-    *("exact", "f1", "has_ans_f1", "no_ans_f1", "p50_ms", "p90_ms", "p99_ms", "throughput_qps"),
-    *("speedup_vs_baseline", "size_mb", "parameters", "best_f1", "device", "provider", "dtype"),
-]
+HOVER_FIELDS = {  # frame column -> what the hover box calls it
+    "f1": "F1",
+    "threshold": "no-answer threshold",
+    "exact": "exact match",
+    "has_ans_f1": "F1 on answerable questions",
+    "no_ans_f1": "F1 on unanswerable questions",
+    "p50_ms": "median ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "throughput_qps": "questions per second",
+    "speedup_vs_baseline": "× baseline speed",
+    "size_mb": "MB",
+    "parameters": "parameters",
+    "device": "device",
+    "provider": "runtime",
+    "dtype": "precision",
+}
 
 
 def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantResult]) -> go.Figure:
-    """Horizontal bars: latency per variant (chain order, baseline on top) with speedup labels."""
-    rows = []
-    for loaded in engine.loaded:
-        r = results.get(loaded.spec.name)
-        if loaded.spec.name in names and r is not None and r.latency_ms and not r.error:
-            colour = (
-                BASELINE_COLOUR if r.variant == "baseline" else HEADLINE_COLOUR if loaded.spec.headline else STEP_COLOUR
-            )
-            text = fmt_ms(r.latency_ms) + (f"  ·  {fmt_speedup(r.speedup)}" if r.variant != "baseline" else "")
-            rows.append((r.label, r.latency_ms, colour, text))
+    """Horizontal bars: each variant's median latency (chain order, baseline on top), a whisker over the
+    spread of its timed runs, and its speedup; each bar in the variant's own colour."""
+    rows = [
+        results[v.spec.name]
+        for v in engine.loaded
+        if v.spec.name in names and v.spec.name in results and results[v.spec.name].latency_ms
+    ]
+    rows = [r for r in rows if not r.error]
     fig = go.Figure()
     if rows:
-        labels, values, colours, texts = zip(*rows, strict=True)
+        low = [r.latency_ms - (r.latency_min_ms or r.latency_ms) for r in rows]
+        high = [(r.latency_max_ms or r.latency_ms) - r.latency_ms for r in rows]
         fig.add_bar(
-            y=list(labels),
-            x=list(values),
+            y=[r.label for r in rows],
+            x=[r.latency_ms for r in rows],
             orientation="h",
-            marker_color=list(colours),
-            text=list(texts),
-            textposition="auto",
-            hovertemplate="%{y}: %{x:.1f} ms<extra></extra>",
+            marker_color=[variant_style(r.variant).colour for r in rows],
+            error_x={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#374151"},
+            text=[
+                fmt_ms(r.latency_ms) + ("" if r.variant == "baseline" else f" · {fmt_speedup(r.speedup)}") for r in rows
+            ],
+            textposition="inside",
+            insidetextanchor="start",
+            hovertemplate="%{y}: median %{x:.1f} ms<extra></extra>",
         )
     else:
         _empty(fig, "Latencies appear here as each variant answers")
     fig.update_layout(
-        title={"text": "Latency for this question (lower is better)", "font": {"size": 14}},
-        xaxis_title="milliseconds",
-        yaxis={"autorange": "reversed"},
+        title={"text": "Median latency for this question, whisker = fastest to slowest run", "font": {"size": 13}},
+        xaxis={"title": "milliseconds", "rangemode": "tozero"},
+        yaxis={"autorange": "reversed", "automargin": True},
         height=max(220, 70 + 42 * max(len(rows), 3)),
         margin={"l": 10, "r": 20, "t": 40, "b": 40},
         template="plotly_white",
         showlegend=False,
     )
     return fig
+
+
+def _bar_text(result: VariantResult) -> str:
+    shown = fmt_ms(result.latency_ms)
+    return shown if result.variant == "baseline" else f"{shown} · {fmt_speedup(result.speedup)}"
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
@@ -60,61 +81,60 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
     return fig
 
 
-def _colour(variant: str, headline: bool, peer: bool = False) -> str:
-    if variant == "baseline" or peer:
-        return BASELINE_COLOUR
-    return HEADLINE_COLOUR if headline else STEP_COLOUR
-
-
-def accuracy_figure(frame) -> go.Figure:
-    """F1 against median latency; point size = model size; hover shows every metric."""
+def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Figure:
+    """F1 against median latency, one marker per variant (its own colour and shape, its plain name in the
+    legend), a bar from the median to p90. The F1 axis runs from 0 to 100 so that a few points look like a
+    few points, and a dotted line marks ``floor``, the F1 of always answering "no answer" (the share of
+    unanswerable questions). ``view`` names the accuracy view plotted (which no-answer threshold)."""
     fig = go.Figure()
     rows = frame.dropna(subset=["f1", "p50_ms"]) if frame is not None and len(frame) else None
     if rows is not None and len(rows):
-        biggest = max(float(rows["size_mb"].fillna(0).max()), 1e-9)
-        hover = "<br>".join(f"{f}: %{{customdata[{i}]}}" for i, f in enumerate(HOVER_FIELDS))
+        hover = "<br>".join(f"{label}: %{{customdata[{i}]}}" for i, label in enumerate(HOVER_FIELDS.values()))
         for row in rows.itertuples(index=False):
-            size = biggest / 4 if _missing(row.size_mb) else float(row.size_mb)
-            shown = row.variant == "baseline" or bool(row.headline) or bool(row.is_peer)
+            style = variant_style(PEER if row.is_peer else str(row.variant))
+            p90 = row.p90_ms if not _missing(row.p90_ms) else row.p50_ms
             fig.add_scatter(
                 x=[row.p50_ms],
                 y=[row.f1],
-                mode="markers+text" if shown else "markers",
-                name=str(row.label),
-                text=[str(row.variant) if not row.is_peer else "transformers pipeline"],
-                textposition="bottom center" if row.variant == "pruned" else "top center",
-                cliponaxis=False,
+                mode="markers",
+                name=str(row.short_label),
+                error_x={"type": "data", "symmetric": False, "array": [p90 - row.p50_ms], "arrayminus": [0]},
                 marker={
-                    "size": [14 + 40 * (size / biggest) ** 0.5],
-                    "color": _colour(str(row.variant), bool(row.headline), bool(row.is_peer)),
-                    "symbol": "diamond" if row.is_peer else "circle",
-                    "opacity": 0.8,
-                    "line": {"width": 1, "color": "#374151"},
+                    "size": 15,
+                    "color": style.colour,
+                    "symbol": style.marker,
+                    "opacity": 0.85,
+                    "line": {"width": 1, "color": "#1f2937"},
                 },
                 customdata=[[_hover_value(getattr(row, f, None)) for f in HOVER_FIELDS]],
-                hovertemplate=f"<b>{esc(row.label)}</b><br>{hover}<extra></extra>",
+                hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
             )
+        if floor is not None:
+            fig.add_hline(
+                y=floor,
+                line={"dash": "dot", "color": "#9ca3af"},
+                annotation_text=f"always “no answer”: {floor:.1f}",
+                annotation_position="bottom right",
+                annotation_font={"size": 11, "color": "#6b7280"},
+            )
+        fig.update_yaxes(range=[0, 100])
+        fig.update_xaxes(rangemode="tozero")
     else:
         _empty(fig, "No accuracy and latency numbers yet")
-    return _chart_layout(
-        fig,
-        "Accuracy against speed (up and left is better; bubble area = model size)",
-        "median latency per question (ms)",
-        "F1 on SQuAD v2 (%)",
-        right_margin=60,
-    )
+    title = "Accuracy against speed (up and left is better)" + (f"<br><sup>{esc(view)}</sup>" if view else "")
+    return _chart_layout(fig, title, "median latency per question (ms), bar to p90", "F1 on SQuAD v2 (%)")
 
 
-def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str, right_margin: int = 20) -> go.Figure:
-    """The benchmark tab's common chart style: title, axes, white template, legend below."""
+def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    """The benchmark tab's common chart style: title, axes, white template, legend below (it wraps on a phone)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         xaxis_title=x_title,
         yaxis_title=y_title,
-        height=440,
-        margin={"l": 10, "r": right_margin, "t": 50, "b": 40},
+        height=480,
+        margin={"l": 10, "r": 20, "t": 60, "b": 40},
         template="plotly_white",
-        legend={"orientation": "h", "y": -0.22, "font": {"size": 11}},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "font": {"size": 11}},
     )
     return fig
 
@@ -131,21 +151,21 @@ def _hover_value(value) -> str:
     return esc("–" if value is None else value)
 
 
-def seq_len_figure(record: dict | None) -> go.Figure:
-    """Median latency against sequence length, one line per variant."""
+def seq_len_figure(record: Record | None) -> go.Figure:
+    """Median latency against sequence length, one line per variant in its own colour, marker and dash."""
     fig = go.Figure()
-    for v in (record or {}).get("variants", []):
-        sweep = v.get("seq_len_sweep") or []
-        points = [(p["seq_len"], p["p50_ms"]) for p in sweep if p.get("p50_ms") is not None]
+    for v in record.variants if record else []:
+        points = [(p["seq_len"], p["p50_ms"]) for p in v.seq_len_sweep if p.get("p50_ms") is not None]
         if points:
             xs, ys = zip(*points, strict=True)
-            colour = _colour(str(v.get("variant")), bool(v.get("headline")))
+            style = variant_style(v.variant)
             fig.add_scatter(
                 x=list(xs),
                 y=list(ys),
                 mode="lines+markers",
-                name=str(v.get("label", v.get("variant"))),
-                line={"color": colour, "width": 3 if v.get("headline") else 1.5},
+                name=v.short_label,
+                line={"color": style.colour, "width": 2.5 if v.headline else 1.5, "dash": style.dash},
+                marker={"symbol": style.marker, "size": 8, "color": style.colour},
                 hovertemplate="%{x} tokens: %{y:.1f} ms<extra>%{fullData.name}</extra>",
             )
     if not fig.data:
@@ -154,6 +174,8 @@ def seq_len_figure(record: dict | None) -> go.Figure:
             "No sequence-length sweep in this record"
             + ("<br>(quick benchmarks skip it; run python -m variants bench)" if record else ""),
         )
+    else:
+        fig.update_yaxes(rangemode="tozero")
     return _chart_layout(
         fig, "Latency against input length (one window, batch 1)", "sequence length (tokens)", "median latency (ms)"
     )

@@ -11,10 +11,12 @@ CARD_CSS = """
 .qa-card[data-variant="baseline"] { border-top-color: #9ca3af; }
 .qa-card.qa-error { border-color: #dc2626; border-top-width: 4px; }
 .qa-card.qa-running { opacity: 0.65; }
-.qa-head { display: flex; justify-content: space-between; align-items: baseline; gap: 8px; }
-.qa-title { font-weight: 700; font-size: 1.02em; }
-.qa-role { font-size: 0.75em; text-transform: uppercase; letter-spacing: 0.04em;
-  color: var(--body-text-color-subdued); }
+.qa-head { display: flex; justify-content: space-between; align-items: baseline; gap: 8px; min-width: 0; }
+.qa-title { font-weight: 700; font-size: 0.98em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+  min-width: 0; }
+.qa-role { flex-shrink: 0; font-size: 0.72em; padding: 1px 7px; border-radius: 999px; cursor: help;
+  background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+.qa-guess { font-size: 0.95em; }
 .qa-answer { font-size: 1.35em; font-weight: 700; min-height: 1.4em; overflow-wrap: anywhere; }
 .qa-answer.qa-none { color: var(--body-text-color-subdued); font-style: italic; }
 .qa-answer.qa-pending { font-size: 1em; font-weight: 400; color: var(--body-text-color-subdued); }
@@ -24,6 +26,7 @@ CARD_CSS = """
 .qa-metrics { display: grid; grid-template-columns: repeat(6, 1fr); gap: 6px; }
 .qa-metric { grid-column: span 2; }
 .qa-metric.qa-key, .qa-metric.qa-speed { grid-column: span 3; }
+.qa-metric[title], .qa-runtime[title] { cursor: help; }
 .qa-metric { display: flex; flex-direction: column; padding: 6px 8px; border-radius: 6px;
   background: var(--background-fill-secondary); }
 .qa-metric b { font-size: 1.05em; }
@@ -40,6 +43,8 @@ BANNER_CSS = """
 .qa-agree { font-size: 0.88em; color: var(--body-text-color-subdued); }
 .qa-notice { padding: 10px 14px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb; color: #78350f;
   margin-bottom: 8px; overflow-wrap: anywhere; }
+.qa-notice details { margin-top: 4px; font-size: 0.9em; }
+.qa-notice summary { cursor: pointer; }
 .qa-record { font-size: 0.92em; line-height: 1.6; }
 .qa-about { width: 100%; border-collapse: collapse; font-size: 0.9em; }
 .qa-about th, .qa-about td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; text-align: left;
