@@ -18,8 +18,16 @@ from gradio_client import Client
 import app
 from ui import SAMPLE_FILE
 from ui.about import about_html
-from ui.ask import load_examples, make_answer_api, make_ask, make_reselect
-from ui.benchmark import TABLE_COLUMNS, benchmark_outputs, make_quick_benchmark, stored_record
+from ui.ask import load_examples, make_answer_api, make_ask, make_reselect, null_threshold
+from ui.benchmark import (
+    TABLE_COLUMNS,
+    benchmark_outputs,
+    find_record,
+    make_quick_benchmark,
+    record_key,
+    stored_record,
+    stored_records,
+)
 from ui.cards import card_html, summary_html
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants import spec as specs
@@ -161,13 +169,26 @@ def test_summary_names_the_trade_off(engine) -> None:
     fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
     fast["pruned-onnx-opt-int8"] = result("pruned-onnx-opt-int8", 2.5, 100, answer="france")
     text = summary_html(engine, names, fast, running=False)
-    assert "Pruned-Onnx-Opt-Int8" in text and "4.00× faster" in text and "4.0× smaller" in text
-    assert "2 of 3 variants give the baseline's answer" in html.unescape(text)
-    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400)}
+    assert "Pruned-Onnx-Opt-Int8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
+    assert "3 of 3 variants answered; 1 of the 2 other answers match the baseline's" in html.unescape(text)
+    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400, answer=" Paris ")}
     text = summary_html(engine, names, slow, running=False)
     assert "The baseline was fastest" in text and "smaller" not in text
-    assert "Every variant gives the baseline's answer" in html.unescape(text)
+    assert "2 of 2 variants answered; 1 of the 1 other answers match the baseline's" in html.unescape(text)
     assert "Running 2 of 3" in summary_html(engine, names, {"baseline": slow["baseline"]}, running=True)
+
+
+def test_no_answer_everywhere_is_not_agreement(engine) -> None:
+    def result(name: str, answer: str) -> VariantResult:
+        return VariantResult(name, name, answer=answer, latency_ms=5.0, speedup=1.0)
+
+    names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    silent = {n: result(n, "") for n in names}
+    text = html.unescape(summary_html(engine, names, silent, running=False))
+    assert "No variant answered (3 said “no answer”" in text and "match" not in text
+    base_silent = {**silent, "pruned": result("pruned", "1639")}
+    text = html.unescape(summary_html(engine, names, base_silent, running=False))
+    assert "1 of 3 variants answered, and the baseline said “no answer”" in text
 
 
 def test_reselect_shows_steps_without_rerunning(engine) -> None:
@@ -219,7 +240,8 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
     by_name = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
     loaded = engine.variants["pruned-onnx-opt-int8"]
     card = card_html(loaded, by_name[loaded.spec.name], CONTEXT, "done", by_name["baseline"])
-    assert "cpu · CPUExecutionProvider · INT8" in card
+    assert 'title="cpu · CPUExecutionProvider · INT8">CPU · ONNX Runtime · 8-bit integers<' in card  # jargon: tooltip
+    assert 'title="An intermediate step' not in card and ">optimized</span>" in card
     assert "than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
     no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
     assert "no answer" in card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
@@ -228,17 +250,33 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
 def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:
     loaded = engine.variants["baseline"]
     # A threshold of -inf: "no answer" always wins, and the span it beat is the guess.
-    strict = dataclasses.replace(loaded, settings=dataclasses.replace(loaded.settings, null_threshold=float("-inf")))
-    engine.variants = {**engine.variants, "baseline": strict}
-    try:
-        result = engine.answer_one("baseline", QUESTION, CONTEXT)
-    finally:
-        engine.variants = {**engine.variants, "baseline": loaded}
+    result = engine.answer_one("baseline", QUESTION, CONTEXT, null_threshold=float("-inf"))
     assert result.answer == "" and result.guess and CONTEXT[result.guess_start : result.guess_end] == result.guess
     card = card_html(loaded, result, CONTEXT, "done")
     assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card
+    assert f"Best guess: <b>{html.escape(result.guess)}</b> (confidence {fmt_confidence(result.guess_score)})" in card
     assert result.guess_score > 0 and f"{fmt_confidence(result.guess_score)}</b>" in card
     assert "best guess confidence" in card and "no-answer score" not in card
+
+
+def test_card_latency_is_a_median_with_its_spread(engine) -> None:
+    loaded = engine.variants["pruned"]
+    runs = [12.0, 10.0, 11.0, 14.0, 11.5]
+    result = VariantResult("pruned", "Pruned", answer="paris", latency_ms=11.5, latency_runs=runs, speedup=2.0)
+    result.latency_min_ms, result.latency_max_ms = min(runs), max(runs)
+    card = card_html(loaded, result, CONTEXT, "done")
+    assert "<b>11.5 ms</b><span>median of 5 runs · 10.0–14.0 ms</span>" in card
+    assert 'title="Median of 5 timed runs after one untimed warm-up run' in card and "Speedups compare medians" in card
+
+
+def test_threshold_control_changes_the_decisions(engine) -> None:
+    assert null_threshold("pipeline", 3.0) is None and null_threshold("calibrated", 3.0) == "calibrated"
+    assert null_threshold("margin", -2.5) == -2.5
+    *_, (never, _s, _c, _l) = make_ask(engine)(CONTEXT, QUESTION, [], "margin", -50.0, 2, last={})
+    *_, (always, _s, _c, last) = make_ask(engine)(CONTEXT, QUESTION, [], "margin", 50.0, 2, last={})
+    assert never.count('qa-answer qa-none">no answer') == 3
+    assert "qa-none" not in always
+    assert all(len(r.latency_runs) == 2 for r in last["results"].values())
 
 
 def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Path) -> None:
@@ -266,7 +304,7 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     assert len(sweep.data) == len(engine.loaded)
     assert list(table.columns) == list(TABLE_COLUMNS.values())
     assert len(table) == len(engine.loaded)
-    assert Path(csv).read_text(encoding="utf-8").startswith("variant,label,f1")
+    assert "f1" in Path(csv).read_text(encoding="utf-8").splitlines()[0]
 
 
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
@@ -277,14 +315,21 @@ def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
     assert scatter.layout.annotations and sweep.layout.annotations
 
 
-def test_quick_benchmark(engine) -> None:
+def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir: Path) -> None:
     calls = []
-    quick = make_quick_benchmark(engine, SAMPLE_FILE)
-    header, scatter, table, _sweep, download = quick(3, progress=lambda f, desc=None: calls.append((f, desc)))
-    assert "Fresh quick benchmark" in header
+    stored = stored_records(results_dir)
+    quick = make_quick_benchmark(engine, SAMPLE_FILE, stored)
+    header, scatter, table, _sweep, download, runs, chooser = quick(
+        3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
+    )
+    assert "Quick benchmark" in header and "noisy at this size" in header
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
     assert len(scatter.data) == len(engine.loaded)
     assert download.value and calls and calls[-1][0] == 1.0
+    assert len(runs) == 1 and chooser.value == record_key(runs[0])
+    keys = [key for _label, key in chooser.choices]
+    assert keys == [record_key(runs[0]), *(record_key(r) for r in stored)]  # the stored ones stay selectable
+    assert find_record(keys[-1], stored, runs) is stored[-1]
 
 
 # --- examples and start-up --------------------------------------------------------------------------
