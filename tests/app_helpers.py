@@ -30,6 +30,7 @@ CONTEXT = "paris is the capital of france and its largest city, with a populatio
 QUESTION = "what is the capital of france?"
 MODEL_ID = "someone/tiny-qa"  # a user's "Hub model", stood in for by the tiny QA model
 MB = 1_000_000
+VIEW_SHIFTS = (("pipeline", 0.0, 0.0), ("best", 2.0, -1.5), ("calibrated", 1.0, -3.0))  # fake F1 offset, threshold
 SMALL = {"config.json": 600, "model.safetensors": 20 * MB, "vocab.txt": 200_000, "tokenizer.json": 700_000}
 
 
