@@ -18,7 +18,7 @@ from gradio_client import Client
 import app
 from ui import SAMPLE_FILE
 from ui.about import about_html
-from ui.ask import load_examples, make_answer_api, make_ask, make_reselect, null_threshold
+from ui.ask import ULAN_BATOR, load_examples, make_answer_api, make_ask, make_reselect, null_threshold
 from ui.benchmark import (
     TABLE_COLUMNS,
     benchmark_outputs,
@@ -117,7 +117,7 @@ def test_api_surface(client: Client) -> None:
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/answer"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
-    assert params == ["context", "question"]
+    assert params == ["context", "question", "null_threshold"]
 
 
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
@@ -337,12 +337,13 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
 
 def test_examples() -> None:
     rows, labels = load_examples()
-    assert len(rows) == len(labels) == 3
-    normans, unanswerable, long = rows
+    assert len(rows) == len(labels) == 4
+    ulan_bator, normans, unanswerable, long = rows
+    assert "founded in 1639" in ulan_bator[0]
     assert normans[0].startswith("The Normans") and normans[1] == "In what country is Normandy located?"
     assert "1,307,204" in unanswerable[1] and "1,307,204" not in unanswerable[0]
     assert len(long[0]) > 2500 and "Lawrence Roberts" in long[0]
-    assert load_examples(Path("/nonexistent.json")) == ([], [])
+    assert load_examples(Path("/nonexistent.json")) == ([ulan_bator], ["Ulan Bator: a short passage"])
 
 
 def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -397,9 +398,17 @@ def test_notice_is_plain_with_the_reason_one_click_away() -> None:
 def test_shipped_models_answer_the_normans_question(tmp_path_factory: pytest.TempPathFactory) -> None:
     engine = load_engine("embedded", "cpu", fallback=False)
     assert all(v.ok for v in engine.loaded), [v.error for v in engine.loaded]
-    (context, question), *_ = load_examples()[0]
+    (context, question), *_ = load_examples()[0][1:]
     with running(app.build_demo(engine, results_dir=tmp_path_factory.mktemp("none"))) as url:
-        results = Client(url, verbose=False).predict(context, question, api_name="/answer")
+        client = Client(url, verbose=False)
+        results = client.predict(context, question, api_name="/answer")
+        ulan_bator = client.predict(*ULAN_BATOR, api_name="/answer")
+        refused = client.predict(*ULAN_BATOR, null_threshold="calibrated", api_name="/answer")
+    # The pipeline's rule by default: every variant answers the easy question (the example) ...
+    assert [r["answer"] for r in ulan_bator] == ["1639"] * len(engine.loaded), ulan_bator
+    # ... and the calibrated thresholds, one choice away, refuse it, keeping 1639 as the best guess.
+    assert all(r["guess"] == "1639" or r["answer"] == "1639" for r in refused)
+    assert any(r["answer"] == "" for r in refused)
     assert len(results) == len(engine.loaded)
     by_name = {r["variant"]: r for r in results}
     assert by_name["baseline"]["answer"] == "France", by_name["baseline"]

@@ -8,7 +8,7 @@ import gradio as gr
 
 from variants import custom
 from variants.engine import Engine, VariantResult
-from variants.qa import InputError
+from variants.qa import InputError, parse_null_threshold
 from variants.squad import load_squad_json
 
 from . import SAMPLE_FILE
@@ -28,14 +28,22 @@ LONG_TITLE, LONG_PARAGRAPHS = "Packet_switching", 5  # about 640 tokens: more th
 LONG_QUESTION = "Who did Roger Scantlebury meet at the 1967 ACM Symposium?"  # answered in the last paragraph
 
 
+ULAN_BATOR = (  # a short passage in neither shared SQuAD file: what a newcomer would type
+    "Ulan Bator is the capital of Mongolia. The city lies on the Tuul River, in the north of the country, and "
+    "was founded in 1639 as a movable Buddhist monastery.",
+    "When was the city founded?",
+)
+
+
 def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]:
-    """[context, question] rows for gr.Examples, with labels; empty when the sample is missing."""
+    """[context, question] rows for gr.Examples, with labels: a short passage of our own, then SQuAD v2 ones
+    (left out when the sample is missing)."""
+    rows, labels = [list(ULAN_BATOR)], ["Ulan Bator: a short passage"]
     try:
         sample = load_squad_json(path)
     except (OSError, ValueError, KeyError) as exc:
-        log.warning("no examples: %s", exc)
-        return [], []
-    rows, labels = [], []
+        log.warning("no SQuAD examples: %s", exc)
+        return rows, labels
     normans = next((e for e in sample if e.question == NORMANS_QUESTION), None)
     if normans:
         rows.append([normans.context, NORMANS_QUESTION])
@@ -140,19 +148,22 @@ def make_reselect(engine: Engine) -> Callable[[list[str], dict], tuple]:
     return reselect
 
 
-def make_answer_api(engine: Engine) -> Callable[[str, str], list[dict]]:
-    def answer(context: str, question: str) -> list[dict]:
+def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
+    def answer(context: str, question: str, null_threshold: float | str | None = None) -> list[dict]:
         """Answer `question` from `context` with every loaded variant.
 
+        `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
+        default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
-        latency_ms, device, provider, dtype, start, end, null_score, guess, guess_start, guess_end,
-        guess_score, size_mb, parameters, speedup and error; `answer` is "" when the model finds no answer
-        in the context, and `guess` (with its offsets and probability) is then the best span that "no
-        answer" beat.
+        latency_ms, latency_runs, latency_min_ms, latency_max_ms, null_threshold, device, provider, dtype,
+        start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup and
+        error; `answer` is "" when the model finds no answer in the context, and `guess` (with its offsets
+        and probability) is then the best span that "no answer" beat.
         """
         try:
-            return [r.to_json() for r in engine.ask(question, context)]
-        except InputError as exc:
+            threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
+            return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold)]
+        except (InputError, ValueError) as exc:
             raise gr.Error(str(exc)) from None
 
     return answer
