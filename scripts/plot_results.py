@@ -11,34 +11,35 @@ pipeline (the peer) is drawn as a cross. Latency is on a log scale.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from variants.record import VIEW_TITLES, VIEWS, Record
 from variants.results import RESULTS_DIR, hardware_label, load_records, pick_record, records_to_frame
 
 
-def _title(record: dict[str, Any]) -> str:
-    n = (record.get("data") or {}).get("n_questions")
-    hardware = hardware_label(record.get("hardware") or {}, record.get("device", ""))
-    return f"{record.get('preset')} on {record.get('device')} ({hardware}): SQuAD v2 F1 vs latency, {n} questions"
+def _title(record: Record, view: str) -> str:
+    hardware = hardware_label(record.hardware, record.device)
+    return (
+        f"{record.preset} on {record.device} ({hardware}): SQuAD v2 F1 vs latency, {record.n_questions} questions\n"
+        f"F1 {VIEW_TITLES[view]}"
+    )
 
 
-def _points(record: dict[str, Any]):
-    frame = records_to_frame([record])
+def _points(record: Record, view: str):
+    frame = records_to_frame([record], view=view)
     return frame[frame["f1"].notna() & frame["p50_ms"].notna()]
 
 
-def plot_record(record: dict[str, Any], out: str | Path) -> Path:
+def plot_record(record: Record, out: str | Path, view: str = "pipeline") -> Path:
     """Write the chart for ``record`` to ``out`` (.png/.svg/.pdf with matplotlib, .html with plotly)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    points = _points(record)
+    points = _points(record, view)
     if out.suffix == ".html":
-        return _plot_html(record, points, out)
+        return _plot_html(record, points, out, view)
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -58,14 +59,15 @@ def plot_record(record: dict[str, Any], out: str | Path) -> Path:
         near = sum(1 for x, y in placed if abs(y - row["f1"]) < 0.05 and 1 / 1.4 < x / row["p50_ms"] < 1.4)
         placed.append((row["p50_ms"], row["f1"]))
         offset = (6, -12) if row["is_peer"] else (6, 6 - 11 * near)
-        ax.annotate(row["variant"], (row["p50_ms"], row["f1"]), textcoords="offset points", xytext=offset, fontsize=8)
+        where = (row["p50_ms"], row["f1"])
+        ax.annotate(row["short_label"], where, textcoords="offset points", xytext=offset, fontsize=8)
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(ScalarFormatter())
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("latency per question, batch 1 (ms, p50 with bar to p90; log scale)")
     ax.set_ylabel("SQuAD v2 F1")
-    ax.set_title(_title(record), fontsize=9)
+    ax.set_title(_title(record, view), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out)
@@ -73,7 +75,7 @@ def plot_record(record: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
-def _plot_html(record: dict[str, Any], points, out: Path) -> Path:
+def _plot_html(record: Record, points, out: Path, view: str) -> Path:
     import plotly.graph_objects as go  # noqa: PLC0415
 
     fig = go.Figure()
@@ -89,14 +91,14 @@ def _plot_html(record: dict[str, Any], points, out: Path) -> Path:
                     "arrayminus": [0] * len(group),
                 },
                 mode="markers+text",
-                text=group["variant"],
+                text=group["short_label"],
                 textposition="top right",
                 marker={"symbol": "x" if is_peer else "circle", "size": 10},
                 name="transformers pipeline" if is_peer else "variants",
             )
         )
     fig.update_layout(
-        title=_title(record),
+        title=_title(record, view).replace("\n", "<br>"),
         xaxis={"title": "latency per question, batch 1 (ms, p50, bar to p90)", "type": "log"},
         yaxis={"title": "SQuAD v2 F1"},
     )
@@ -110,17 +112,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=str(RESULTS_DIR), help="where to look for records")
     parser.add_argument("--device", default=None, help="prefer records measured on cpu or cuda")
     parser.add_argument("--out", default=None, help="output file (.png, .svg, .pdf or .html)")
+    parser.add_argument("--view", choices=VIEWS, default="pipeline", help="which accuracy (default: threshold 0)")
     args = parser.parse_args(argv)
     if args.record:
-        record = json.loads(Path(args.record).read_text(encoding="utf-8"))
-        record["_file"] = Path(args.record).name
+        record = Record.load(args.record)
     else:
         record = pick_record(load_records(args.folder), device=args.device)
         if record is None:
             print(f"no benchmark records in {args.folder}", file=sys.stderr)
             return 1
-    out = Path(args.out) if args.out else Path(args.folder) / (Path(record["_file"]).stem + "-f1-vs-latency.png")
-    print(plot_record(record, out))
+    out = Path(args.out) if args.out else Path(args.folder) / (Path(record.file).stem + "-f1-vs-latency.png")
+    print(plot_record(record, out, args.view))
     return 0
 
 

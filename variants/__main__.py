@@ -9,7 +9,7 @@ import sys
 
 from variants import spec as specs
 from variants import train
-from variants.qa import DecodeSettings, InputError
+from variants.qa import InputError, parse_null_threshold
 from variants.sources import SourceUnavailable
 
 
@@ -47,10 +47,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--null-threshold",
-        type=float,
-        default=None,
-        help="'no answer' when ln(null score / best span score) is above this (default: each model's calibrated "
-        "threshold from its config.json, else 0; 0 decides as transformers' pipeline does)",
+        type=parse_null_threshold,
+        default=0.0,
+        help="'no answer' when ln(null score / best span score) is above this: a number (default 0, the rule of "
+        "transformers' pipeline) or 'calibrated' (each model's threshold from its config.json, else 0)",
     )
 
 
@@ -99,7 +99,7 @@ def engine_from_args(args: argparse.Namespace, progress=None):
         progress=progress,
         max_context_chars=getattr(args, "max_context_chars", None),
         batching=batching_from_args(args),
-        settings=DecodeSettings(null_threshold=getattr(args, "null_threshold", None)),
+        null_threshold=getattr(args, "null_threshold", 0.0),
     )
 
 
@@ -108,24 +108,34 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if engine.notice:
         print(engine.notice, file=sys.stderr)
     try:
-        results = engine.ask(args.question, args.context)
+        results = engine.ask(args.question, args.context, repeats=args.repeats)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
         return 0
-    for r in results:
-        if r.error:
-            print(f"{r.variant:<24} ERROR: {r.error}")
-            continue
-        speed = f"{r.speedup:5.2f}x" if r.speedup else "   -  "
-        text = r.answer or "(no answer)"
-        print(
-            f"{r.variant:<24} {text!r:<40} score {r.score:.3f}  {r.latency_ms:8.1f} ms  {speed}  "
-            f"{r.device} / {r.provider} / {r.dtype}"
-        )
+    print("\n".join(answer_line(r) for r in results))
     return 0
+
+
+def answer_line(r) -> str:
+    """One variant's answer as text: the answer and its confidence, or "no answer" with the best guess it beat;
+    then the median latency (and spread) over the timed runs, the speedup and where it ran."""
+    if r.error:
+        return f"{r.variant:<24} ERROR: {r.error}"
+    if r.answer:
+        said = f"{r.answer!r} (confidence {r.score:.0%})"
+    elif r.guess:
+        said = f"no answer (best guess {r.guess!r}, confidence {r.guess_score:.0%}; no-answer score {r.score:.0%})"
+    else:
+        said = f"no answer (no-answer score {r.score:.0%})"
+    speed = f"{r.speedup:5.2f}x" if r.speedup else "   -  "
+    spread = f" ({r.latency_min_ms:.1f}-{r.latency_max_ms:.1f})" if len(r.latency_runs) > 1 else ""
+    return (
+        f"{r.variant:<24} {said:<44} median {r.latency_ms:.1f} ms{spread} over {len(r.latency_runs)} runs  {speed}  "
+        f"{r.device} / {r.provider} / {r.dtype}"
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -160,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--context", required=True)
     ask.add_argument("--question", required=True)
     ask.add_argument("--json", action="store_true", help="print a JSON list, one object per variant")
+    ask.add_argument(
+        "--repeats", type=positive_int, default=5, help="timed runs per variant, after one untimed run (default 5)"
+    )
 
     build = sub.add_parser("build", help="build and cache every variant of a preset")
     add_model_arguments(build)
