@@ -46,7 +46,7 @@ def test_a_variant_keeps_its_colour_and_marker_in_every_plot(engine, record) -> 
     bars = latency_figure(engine, names, results).data[0]
     scatter = accuracy_figure(record_frame(record), no_answer_floor(record), "view").data
     sweep = seq_len_figure(record).data
-    labels = {v.spec.name: v for v in record.variants}
+    labels = {v.variant: v for v in record.variants}
     for i, name in enumerate(names):
         style = variant_style(name)
         assert bars.marker.color[i] == style.colour

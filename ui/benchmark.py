@@ -135,7 +135,7 @@ def table_frame(frame):
     for column in table.columns:
         if column == "parameters":
             table[column] = table[column].map(fmt_params)
-        elif column != "label":
+        elif column != "short_label":
             table[column] = table[column].astype(float).round(2)
     return table.rename(columns=TABLE_COLUMNS)
 
