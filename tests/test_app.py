@@ -169,7 +169,7 @@ def test_summary_names_the_trade_off(engine) -> None:
     fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
     fast["pruned-onnx-opt-int8"] = result("pruned-onnx-opt-int8", 2.5, 100, answer="france")
     text = summary_html(engine, names, fast, running=False)
-    assert "Pruned-Onnx-Opt-Int8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
+    assert "Pruned + ONNX + INT8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
     assert "3 of 3 variants answered; 1 of the 2 other answers match the baseline's" in html.unescape(text)
     slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400, answer=" Paris ")}
     text = summary_html(engine, names, slow, running=False)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from app_helpers import tiny_engine, write_fake_record
 
-from ui.benchmark import benchmark_outputs, no_answer_floor, record_frame, stored_record
-from ui.charts import accuracy_figure, latency_figure, seq_len_figure
+from ui.benchmark import benchmark_outputs, record_frame, stored_record
+from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
 from ui.palette import PEER, STYLES, variant_style
 from variants import spec as specs
 from variants.engine import VariantResult

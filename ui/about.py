@@ -40,13 +40,14 @@ def about_html(engine: Engine) -> str:
             f"parameters"
         )
         notes = "".join(f"<br><i>{esc(n)}</i>" for n in info.get("notes", []))
-        threshold = (v.settings or engine.settings).null_threshold or 0.0
+        calibrated = v.calibrated_threshold
+        threshold = "none" if calibrated is None else f"{calibrated:+.2f}"
         rows.append(
             f"<tr><td><b>{esc(spec.label)}</b><br><code>{esc(spec.name)}</code>"
             f"{'<br>headline' if spec.headline else ''}</td>"
             f"<td>{esc(spec.description)}<br><small>source: <code>{esc(shown_source(spec.source))}</code></small></td>"
             f"<td>{esc(steps)}<br><small>backend: {esc(spec.backend)}; "
-            f"no-answer threshold {threshold:+.2f}</small></td>"
+            f"calibrated no-answer threshold {threshold}</small></td>"
             f"<td>{status}{notes}</td><td>{v.load_seconds:.1f} s</td></tr>"
         )
     fam = f"<p>{esc(family.description)}</p>" if family else ""
@@ -54,9 +55,10 @@ def about_html(engine: Engine) -> str:
         f"<h3>Preset <code>{esc(engine.preset)}</code> on <code>{esc(engine.device)}</code></h3>{fam}"
         "<p>Every variant answers through the same code: the context is split into "
         f"{engine.settings.max_length}-token windows (stride {engine.settings.stride}), each window's start/end "
-        "scores are decoded into the best span, and SQuAD v2's 'no answer' wins when ln(its score / the span's) "
-        "is above the model's no-answer threshold: calibrated for each model on held-out questions, 0 (the "
-        "transformers pipeline's rule) for a model without one. Only the model underneath changes.</p>"
+        "scores are decoded into the best span, and SQuAD v2's “no answer” wins when ln(its score / the span's) "
+        "is above the no-answer threshold: 0 by default, the transformers pipeline's rule; each model's threshold "
+        "calibrated on SQuAD v2 (where half the questions have no answer, so it refuses far more often) is one "
+        "choice away in the Ask tab. Only the model underneath changes.</p>"
         f"<p>{esc(serving_line(engine))}</p>"
         '<table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th><th>Build steps</th>'
         "<th>Runs on (device · provider · precision), size</th><th>Load / build time</th></tr></thead>"

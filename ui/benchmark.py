@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
-from variants.record import VIEW_TITLES, Record
 
 from variants import results as records
 from variants.bench import quick_benchmark
 from variants.engine import Engine
+from variants.record import VIEW_TITLES, Record
 from variants.squad import load_squad_json
 
-from .charts import accuracy_figure, seq_len_figure
+from .charts import accuracy_figure, no_answer_floor, seq_len_figure
 from .styles import html_block
 from .text import count, esc, fmt_params
 
@@ -84,13 +84,6 @@ def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
     if record is None:
         return None
     return records.records_to_frame([record], view=view)
-
-
-def no_answer_floor(record: Record | None) -> float | None:
-    """F1 of answering "no answer" to every question: the share of unanswerable ones, in percent."""
-    data = record.data if record else {}
-    n, none = data.get("n_questions"), data.get("no_answer")
-    return 100 * none / n if n and none is not None else None
 
 
 def noise_points(n: int | None) -> float | None:
@@ -197,6 +190,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             label="Benchmark record",
             info="Every stored record, and the quick runs of this session.",
             scale=3,
+            min_width=320,  # below that (a phone) the two controls stack
             elem_id="bench-record",
         )
         view = gr.Radio(
@@ -205,6 +199,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             label="Accuracy at which no-answer threshold",
             info="F1 on SQuAD v2 moves by about ten points with it: half its questions have no answer.",
             scale=2,
+            min_width=320,
             elem_id="bench-view",
         )
     header = html_block(header0, elem_id="bench-header")

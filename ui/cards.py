@@ -2,6 +2,7 @@
 
 from variants import custom
 from variants.engine import Engine, LoadedVariant, VariantResult
+from variants.spec import short_label
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 
@@ -69,7 +70,8 @@ def card_html(
     classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
     role, role_tip = ROLES.get(spec.name, ROLES["headline" if spec.headline else "step"])
     head = (
-        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.label)}">{esc(spec.label)}</span>'
+        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.label)}">'
+        f"{esc(short_label(spec.name, spec.label))}</span>"
         f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
     )
     if state == "error":
@@ -199,18 +201,20 @@ def _speed_line(ok: list[VariantResult], base: VariantResult | None) -> str:
     others = [r for r in ok if r.variant != "baseline"]
     if not base or base.error or not base.latency_ms or not others:
         fastest = min(ok, key=lambda r: r.latency_ms)
-        return f"Fastest: <b>{esc(fastest.label)}</b> (median {esc(fmt_ms(fastest.latency_ms))})"
+        name = esc(short_label(fastest.variant, fastest.label))
+        return f"Fastest: <b>{name}</b> (median {esc(fmt_ms(fastest.latency_ms))})"
     fastest = min(others, key=lambda r: r.latency_ms)
+    name = esc(short_label(fastest.variant, fastest.label))
     ratio = base.latency_ms / fastest.latency_ms
     if ratio >= 1:
         lead = (
-            f"Fastest: <b>{esc(fastest.label)}</b>, median <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
+            f"Fastest: <b>{name}</b>, median <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
             f"<b>{esc(fmt_speedup(ratio))} faster</b> than the baseline ({esc(fmt_ms(base.latency_ms))})"
         )
     else:
         lead = (
             f"The baseline was fastest on this question (median {esc(fmt_ms(base.latency_ms))}); the quickest "
-            f"optimized variant, <b>{esc(fastest.label)}</b>, took {esc(fmt_ms(fastest.latency_ms))}"
+            f"optimized variant, <b>{name}</b>, took {esc(fmt_ms(fastest.latency_ms))}"
         )
     if base.size_mb and fastest.size_mb and base.size_mb / fastest.size_mb >= 1.05:
         lead += f", and it is {base.size_mb / fastest.size_mb:.1f}× smaller"

@@ -3,9 +3,10 @@
 import math
 
 import plotly.graph_objects as go
-from variants.record import Record
 
 from variants.engine import Engine, VariantResult
+from variants.record import Record
+from variants.spec import short_label
 
 from .palette import PEER, variant_style
 from .text import esc, fmt_ms, fmt_params, fmt_speedup
@@ -43,7 +44,7 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
         low = [r.latency_ms - (r.latency_min_ms or r.latency_ms) for r in rows]
         high = [(r.latency_max_ms or r.latency_ms) - r.latency_ms for r in rows]
         fig.add_bar(
-            y=[r.label for r in rows],
+            y=[f"{short_label(r.variant, r.label)}<br><sub>{_bar_text(r)}</sub>" for r in rows],
             x=[r.latency_ms for r in rows],
             orientation="h",
             marker_color=[variant_style(r.variant).colour for r in rows],
@@ -53,7 +54,7 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
             ],
             textposition="inside",
             insidetextanchor="start",
-            hovertemplate="%{y}: median %{x:.1f} ms<extra></extra>",
+            hovertemplate="median %{x:.1f} ms<extra></extra>",
         )
     else:
         _empty(fig, "Latencies appear here as each variant answers")
@@ -79,6 +80,13 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
+
+
+def no_answer_floor(record: Record | None) -> float | None:
+    """F1 of answering "no answer" to every question: the share of unanswerable ones, in percent."""
+    data = record.data if record else {}
+    n, none = data.get("n_questions"), data.get("no_answer")
+    return 100 * none / n if n and none is not None else None
 
 
 def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Figure:
@@ -177,5 +185,5 @@ def seq_len_figure(record: Record | None) -> go.Figure:
     else:
         fig.update_yaxes(rangemode="tozero")
     return _chart_layout(
-        fig, "Latency against input length (one window, batch 1)", "sequence length (tokens)", "median latency (ms)"
+        fig, "Latency against input length (batch 1)", "sequence length (tokens)", "median latency (ms)"
     )
