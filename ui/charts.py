@@ -49,11 +49,6 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
             orientation="h",
             marker_color=[variant_style(r.variant).colour for r in rows],
             error_x={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#374151"},
-            text=[
-                fmt_ms(r.latency_ms) + ("" if r.variant == "baseline" else f" · {fmt_speedup(r.speedup)}") for r in rows
-            ],
-            textposition="inside",
-            insidetextanchor="start",
             hovertemplate="median %{x:.1f} ms<extra></extra>",
         )
     else:
