@@ -53,8 +53,8 @@ def default_max_context_chars() -> int:
 class VariantResult:
     """One variant's answer to one question, or the error that stopped it.
 
-    Timing: after one untimed call, the question is answered ``repeats`` times; ``latency_ms`` is the
-    median of those runs (``latency_runs``, in order), with the fastest and slowest as the spread
+    Timing: the question is answered ``repeats`` times (after one untimed call when ``repeats`` > 1);
+    ``latency_ms`` is the median of those runs (``latency_runs``, in order), with the fastest and slowest as the spread
     (min/max rather than quartiles: with a handful of runs, quartiles are interpolations of 2 or 3 of
     them). ``speedup`` is the baseline's median over this variant's median.
     """
@@ -386,7 +386,7 @@ class Engine:
     ) -> VariantResult:
         """One variant's answer with its latency (tokenize, run every window, decode).
 
-        One untimed call, then ``repeats`` timed ones (see :class:`VariantResult` for the statistics).
+        With ``repeats`` > 1, one untimed call, then ``repeats`` timed ones (see :class:`VariantResult`).
         The answer is decided at ``null_threshold`` (None: the engine's mode) from the decoded span.
         """
         if repeats < 1:
@@ -411,7 +411,8 @@ class Engine:
             return answer_pairs(model, loaded.tokenizer, [(question, context)], settings)[0]
 
         try:
-            ans = run()  # untimed: the first call after another variant ran is slower
+            if repeats > 1:  # untimed: the first call after another variant ran is slower
+                ans = run()  # (a single run, as the API serves, is not run twice)
             for _ in range(repeats):
                 started = time.perf_counter()  # with batching, the wait for a batch counts too
                 ans = run()
