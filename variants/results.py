@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from variants.hardware import cpu_facts
 from variants.spec import ASSETS
 
 log = logging.getLogger("variants.results")
@@ -131,6 +132,7 @@ def current_hardware() -> dict[str, Any]:
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu_slug": slugify(cpu),
         "gpu_slug": slugify(gpus[0]["name"]) if gpus else None,
+        **cpu_facts(),  # ISA flags and the INT8 weight format chosen from them
     }
 
 
