@@ -19,8 +19,8 @@ case "$target" in
 esac
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
-extras=$([[ $target == test ]] && echo "dev")${EXTRAS:+,$EXTRAS}
-extras=${extras#,}
+extras=${EXTRAS:-}
+if [[ $target == test ]]; then extras="dev${extras:+,$extras}"; fi
 
 # System packages (Debian): the venv module where Python lacks it, Chromium for the browser tests.
 # Skipped, with a note, when not root or without apt-get; the browser tests then skip themselves.
