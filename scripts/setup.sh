@@ -45,7 +45,8 @@ fi
 [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
-stamp="$VENV/.setup-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
+declared=$(sha256sum pyproject.toml | cut -c1-16)
+stamp="$VENV/.setup-$declared-${extras//,/-}"
 if [[ ! -f $stamp ]]; then
   echo "setup: installing into $VENV (extras: ${extras:-none})"
   python -m pip install -q --upgrade pip
@@ -59,7 +60,7 @@ print(next(r for r in d if r.startswith("torch=")))')
     python -m pip uninstall -q -y onnxruntime
     python -m pip install -q --force-reinstall --no-deps "$(grep -o 'onnxruntime-gpu==[0-9.]*' pyproject.toml)"
   fi
-  rm -f "$VENV"/.setup-*
+  find "$VENV" -maxdepth 1 -name '.setup-*' ! -name ".setup-$declared-*" -delete  # older pyproject.toml
   touch "$stamp"
 fi
 
