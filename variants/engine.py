@@ -318,7 +318,13 @@ class Engine:
         for i, step in enumerate(steps):
             done.append(step)
             key = cache_key(
-                {"source": self.source(spec).identity, "steps": done, "gpu": for_gpu, "versions": library_versions()}
+                {
+                    "source": self.source(spec).identity,
+                    "steps": done,
+                    "gpu": for_gpu,
+                    "versions": library_versions(),
+                    **export.step_options(step),
+                }
             )
             progress(i / len(steps), f"{spec.label}: {step}")
             if step == "onnx":

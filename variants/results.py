@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from variants.hardware import cpu_facts
 from variants.record import VIEWS, Record, VariantEntry, as_record
 from variants.record import load_records as _load_records
 from variants.spec import ASSETS
@@ -139,6 +140,7 @@ def current_hardware() -> dict[str, Any]:
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu_slug": slugify(cpu),
         "gpu_slug": slugify(gpus[0]["name"]) if gpus else None,
+        **cpu_facts(),  # ISA flags and the INT8 weight format chosen from them
     }
 
 
