@@ -10,6 +10,7 @@ import sys
 from variants import spec as specs
 from variants import train
 from variants.qa import DecodeSettings, InputError
+from variants.replica import LATENCY_ONLY
 from variants.sources import SourceUnavailable
 
 
@@ -121,9 +122,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
             continue
         speed = f"{r.speedup:5.2f}x" if r.speedup else "   -  "
         text = r.answer or "(no answer)"
+        note = f"  ({LATENCY_ONLY})" if r.latency_only else ""
         print(
             f"{r.variant:<24} {text!r:<40} score {r.score:.3f}  {r.latency_ms:8.1f} ms  {speed}  "
-            f"{r.device} / {r.provider} / {r.dtype}"
+            f"{r.device} / {r.provider} / {r.dtype}{note}"
         )
     return 0
 

@@ -69,6 +69,7 @@ class VariantResult:
     parameters: int | None = None
     speedup: float | None = None
     error: str | None = None
+    latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -352,7 +353,7 @@ class Engine:
         if loaded is None:  # e.g. a user's model replaced meanwhile
             return VariantResult(name, name, error="This variant is no longer loaded.")
         spec = loaded.spec
-        result = VariantResult(spec.name, spec.label)
+        result = VariantResult(spec.name, spec.label, latency_only=spec.latency_only)
         if not loaded.ok:
             result.error = loaded.error or "not loaded"
             return result
