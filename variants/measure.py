@@ -155,7 +155,15 @@ def seq_len_sweep(
                 continue
             st = summarize(times[name])
             rows[name].append(
-                {"seq_len": length, "p50_ms": st["p50"], "p90_ms": st["p90"], "mean_ms": st["mean"], "n": st["n"]}
+                {
+                    "seq_len": length,
+                    "p50_ms": st["p50"],
+                    "p90_ms": st["p90"],
+                    "mean_ms": st["mean"],
+                    "min_ms": st["min"],
+                    "max_ms": st["max"],
+                    "n": st["n"],
+                }
             )
     return rows
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One command, about ten minutes, on a GPU machine with no package index: the GPU report
+# (variants/gpu_report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
+# FP32/FP16/AMP/torch.compile/CUDA graphs, ONNX Runtime CUDA FP32/FP16 where onnxruntime-gpu is
+# installed, one question answered by every variant, served latency over HTTP; records go to
+# assets/results/.
+#
+#   bash scripts/gpu_report.sh                          # CUDA
+#   bash scripts/gpu_report.sh --device cpu --quick     # anywhere (CI runs this)
+#
+# Wheels in .whl/ (made by scripts/gpu_wheels.sh where an index is reachable) are installed into
+# .gpu-site/ and put first on PYTHONPATH, so the pinned transformers 4.57 / optimum-onnx / fastapi
+# stack runs even where the machine has transformers 5 and no optimum or fastapi. Without them the
+# report still runs to the end; variants that need a missing package carry its error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+if compgen -G ".whl/*.whl" > /dev/null; then
+  if [ ! -f .gpu-site/.installed ] || [ -n "$(find .whl -newer .gpu-site/.installed -name '*.whl')" ]; then
+    rm -rf .gpu-site
+    "$PY" -m pip install --quiet --no-index --no-deps --target .gpu-site .whl/*.whl
+    touch .gpu-site/.installed
+  fi
+  export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+"$PY" -c 'import torch, transformers, onnxruntime as ort
+print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, GPU: {torch.cuda.is_available()}), "
+      f"transformers {transformers.__version__}, onnxruntime {ort.__version__} {ort.get_available_providers()}")'
+exec "$PY" -m variants.gpu_report "$@"
