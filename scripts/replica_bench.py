@@ -15,6 +15,7 @@ the published structure, and per variant: p50/p90/min/max, measured speedup, pro
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -39,6 +40,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=9, help="timed runs per variant and length (default 9)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     parser.add_argument("--round-size", type=int, default=3, help="runs per turn (default 3)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads for PyTorch and ONNX Runtime (default: all cores); 1 keeps ratios steady on a shared CPU",
+    )
     parser.add_argument("--scaled", action="store_true", help=f"the scaled-down replica {SCALED} (for tests)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the record")
     parser.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the shared one)")
@@ -48,6 +55,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> Path:
     args = parse(argv)
     lengths = tuple(int(n) for n in args.lengths.split(","))
+    if args.threads:
+        import torch  # noqa: PLC0415
+
+        torch.set_num_threads(args.threads)
+        os.environ["VARIANTS_THREADS"] = str(args.threads)  # read by the engine's ONNX Runtime sessions
     pruned = Structure.published()
     started = time.perf_counter()
     env = chainbench.environment("cpu")
@@ -96,7 +108,8 @@ def main(argv: list[str] | None = None) -> Path:
             print(
                 f"{n:4d} {row['variant']:<22} {row['p50_ms'] or float('nan'):9.1f} ms  "
                 f"x{row.get('measured_speedup', float('nan')):5.2f} of x{row['promised_speedup']:5.2f} promised "
-                f"({100 * row.get('share_of_promise', float('nan')):3.0f}%)"
+                f"({100 * row.get('share_of_promise', float('nan')):3.0f}%; fastest runs "
+                f"x{row.get('speedup_of_fastest_runs', float('nan')):5.2f})"
             )
     print(f"wrote {path}")
     return path

@@ -40,10 +40,17 @@ def environment(device: str) -> dict[str, Any]:
         "hardware": {**current_hardware(), "isa": cpu_isa()},
         "versions": {**library_versions(), "python": platform.python_version(), "fastapi": dist_version("fastapi")},
         "device": device,
-        "threads": os.environ.get("VARIANTS_THREADS") or "all cores",
+        "threads": {"onnxruntime": os.environ.get("VARIANTS_THREADS") or "all cores", "torch": _torch_threads()},
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     return env
+
+
+def _torch_threads() -> int | None:
+    import sys  # noqa: PLC0415
+
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 def structure_of(variant: str, pruned: Structure) -> tuple[Structure, bool]:
@@ -68,13 +75,17 @@ def chain_rows(sweep: dict[str, list[dict]], pruned: Structure, seq_len: int) ->
     """Measured speedups at ``seq_len`` beside the promised ones, and each step's gain over the one before."""
     promises = promise_table(pruned, list(sweep), seq_len)
     p50 = {n: next((r.get("p50_ms") for r in rows if r["seq_len"] == seq_len), None) for n, rows in sweep.items()}
-    base = p50.get("baseline")
+    fastest = {n: next((r.get("min_ms") for r in rows if r["seq_len"] == seq_len), None) for n, rows in sweep.items()}
+    base, base_min = p50.get("baseline"), fastest.get("baseline")
     rows, previous = [], None
     for name, ms in p50.items():
-        row: dict[str, Any] = {"variant": name, "seq_len": seq_len, "p50_ms": ms, **promises[name]}
+        row: dict[str, Any] = {"variant": name, "seq_len": seq_len, "p50_ms": ms, "min_ms": fastest[name]}
+        row.update(promises[name])
         if ms and base:
             row["measured_speedup"] = round(base / ms, 3)
             row["share_of_promise"] = round(row["measured_speedup"] / row["promised_speedup"], 3)
+        if fastest[name] and base_min:  # on a shared machine the fastest runs are the least disturbed
+            row["speedup_of_fastest_runs"] = round(base_min / fastest[name], 3)
         if ms and previous and p50.get(previous):
             row["step_gain"] = round(p50[previous] / ms, 3)
             row["step_promised"] = round(promises[name]["promised_speedup"] / promises[previous]["promised_speedup"], 3)
