@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> Path:
         with load_engine(variant_specs=chain, device="cpu", cache_dir=args.cache_dir) as engine:
             load_s = chainbench.elapsed(started)
             models = {v.spec.name: (v.model, v.tokenizer) for v in engine.loaded if v.ok}
-            sweep = seq_len_sweep(models, lengths, args.runs, args.warmup, args.round_size)
+            sweep = seq_len_sweep(
+                models, lengths, args.runs, args.warmup, args.round_size, thread_cpu=args.threads == 1
+            )
             variants = [
                 {
                     "variant": v.spec.name,
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> Path:
                 f"{n:4d} {row['variant']:<22} {row['p50_ms'] or float('nan'):9.1f} ms  "
                 f"x{row.get('measured_speedup', float('nan')):5.2f} of x{row['promised_speedup']:5.2f} promised "
                 f"({100 * row.get('share_of_promise', float('nan')):3.0f}%; fastest runs "
-                f"x{row.get('speedup_of_fastest_runs', float('nan')):5.2f})"
+                f"x{row.get('speedup_of_fastest_runs', float('nan')):5.2f}; CPU time "
+                f"x{row.get('speedup_in_cpu_time', float('nan')):5.2f})"
             )
     print(f"wrote {path}")
     return path

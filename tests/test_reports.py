@@ -43,13 +43,20 @@ def test_gpu_report_runs_to_the_end_on_the_cpu(tmp_path: Path, artifacts_dir: Pa
         assert served["rows"][0]["n"] == 5 and served["rows"][0]["client_p50_ms"] > 0
 
 
-def test_replica_bench_writes_the_chain_beside_its_operation_counts(tmp_path: Path, artifacts_dir: Path) -> None:
+def test_replica_bench_writes_the_chain_beside_its_operation_counts(
+    tmp_path: Path, artifacts_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch  # noqa: PLC0415
+
+    monkeypatch.setenv("VARIANTS_THREADS", "0")  # restored after the test; the script sets it to --threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import replica_bench  # noqa: PLC0415
     finally:
         sys.path.pop(0)
-    args = ["--scaled", "--lengths", "32", "--runs", "2", "--out", str(tmp_path), "--cache-dir", str(artifacts_dir)]
+    args = ["--scaled", "--lengths", "32", "--runs", "2", "--threads", "1", "--out", str(tmp_path)]
+    args += ["--cache-dir", str(artifacts_dir)]
     record = json.loads(replica_bench.main(args).read_text())
     assert record["latency_only"] and "latency only" in record["note"]
     rows = {r["variant"]: r for r in record["chain"]["32"]}
@@ -65,6 +72,7 @@ def test_replica_bench_writes_the_chain_beside_its_operation_counts(tmp_path: Pa
     assert rows["pruned"]["promised_speedup"] > rows["pruned-dense"]["promised_speedup"] > 1.0
     assert rows["pruned-onnx"]["step_promised"] == 1.0  # same arithmetic: the gain is the runtime's
     assert all(r["p50_ms"] > 0 and "share_of_promise" in r for r in rows.values())
+    assert all(r["thread_cpu_p50_ms"] > 0 and "speedup_in_cpu_time" in r for r in rows.values())
     counts = record["structure"]["parameters"]
     assert counts["pruned_compacted"] < counts["pruned_as_stored"] < counts["dense"]
 

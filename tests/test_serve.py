@@ -49,3 +49,21 @@ def test_errors_are_http_statuses(client) -> None:
     bad = c.post("/v1/answer", json={"question": " ", "context": CONTEXT})
     assert bad.status_code == 422 and "question" in bad.json()["detail"]
     assert c.post("/v1/answer", json={"context": CONTEXT}).status_code == 422  # missing field
+
+
+def test_route_rides_beside_a_gradio_app(client) -> None:
+    """The wiring app.py uses: ``demo.launch(app_kwargs={"routes": router(engine).routes})`` (Gradio passes
+    app_kwargs to its FastAPI app); checked on Gradio's own app factory, without a server."""
+    import gradio as gr  # noqa: PLC0415
+
+    from variants.serve import router  # noqa: PLC0415
+
+    _, engine = client
+    with gr.Blocks() as demo:
+        gr.Markdown("demo")
+    app = gr.routes.App.create_app(demo, app_kwargs={"routes": router(engine).routes})
+    with TestClient(app) as c:
+        body = c.post("/v1/answer", json={"question": QUESTION, "context": CONTEXT, "variant": "baseline"}).json()
+        assert body["variant"] == "baseline" and body["answer"]
+    paths = {getattr(r, "path", "") for r in app.routes}
+    assert "/v1/answer" in paths and "/config" in paths  # beside Gradio's own routes

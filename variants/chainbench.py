@@ -74,8 +74,7 @@ def promise_table(pruned: Structure, variants: list[str], seq_len: int) -> dict[
 def chain_rows(sweep: dict[str, list[dict]], pruned: Structure, seq_len: int) -> list[dict[str, Any]]:
     """Measured speedups at ``seq_len`` beside the promised ones, and each step's gain over the one before."""
     promises = promise_table(pruned, list(sweep), seq_len)
-    p50 = {n: next((r.get("p50_ms") for r in rows if r["seq_len"] == seq_len), None) for n, rows in sweep.items()}
-    fastest = {n: next((r.get("min_ms") for r in rows if r["seq_len"] == seq_len), None) for n, rows in sweep.items()}
+    p50, fastest, cpu = (_column(sweep, key, seq_len) for key in ("p50_ms", "min_ms", "thread_cpu_p50_ms"))
     base, base_min = p50.get("baseline"), fastest.get("baseline")
     rows, previous = [], None
     for name, ms in p50.items():
@@ -86,12 +85,21 @@ def chain_rows(sweep: dict[str, list[dict]], pruned: Structure, seq_len: int) ->
             row["share_of_promise"] = round(row["measured_speedup"] / row["promised_speedup"], 3)
         if fastest[name] and base_min:  # on a shared machine the fastest runs are the least disturbed
             row["speedup_of_fastest_runs"] = round(base_min / fastest[name], 3)
+        if cpu.get(name) and cpu.get("baseline"):  # CPU time of the one compute thread: blind to other load
+            row["thread_cpu_p50_ms"] = cpu[name]
+            row["speedup_in_cpu_time"] = round(cpu["baseline"] / cpu[name], 3)
+            row["share_of_promise_in_cpu_time"] = round(row["speedup_in_cpu_time"] / row["promised_speedup"], 3)
         if ms and previous and p50.get(previous):
             row["step_gain"] = round(p50[previous] / ms, 3)
             row["step_promised"] = round(promises[name]["promised_speedup"] / promises[previous]["promised_speedup"], 3)
         rows.append(row)
         previous = name
     return rows
+
+
+def _column(sweep: dict[str, list[dict]], key: str, seq_len: int) -> dict[str, float | None]:
+    """Per variant, the value of ``key`` in its row for ``seq_len`` (None where missing or failed)."""
+    return {n: next((r.get(key) for r in rows if r["seq_len"] == seq_len), None) for n, rows in sweep.items()}
 
 
 def structure_summary(pruned: Structure, seq_len: int) -> dict[str, Any]:

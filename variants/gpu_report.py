@@ -183,7 +183,9 @@ def torch_modes(model, device: str) -> dict[str, Callable[[int], Callable[[], An
     modes["torch-amp"] = plain(model, autocast=True)
 
     def graphed(length: int):
-        feed = torch_inputs(length, device, vocab)
+        # A 3-D mask of ones is taken as given; a 2-D (or no) mask makes transformers check it on the host
+        # (torch.all(mask == 1)), a synchronization that a CUDA graph capture does not allow.
+        feed = {**torch_inputs(length, device, vocab), "attention_mask": torch.ones((1, length, length), device=device)}
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode():
