@@ -237,20 +237,24 @@ def device_id(device: str) -> int:
     return int(device.split(":")[1]) if ":" in device else 0
 
 
-def nodes_per_provider(path: Path, device: str, feed: dict[str, np.ndarray]) -> dict[str, int]:
-    """How many graph nodes ran on each execution provider, from one profiled run."""
+def nodes_per_provider(path: Path, device: str, length: int) -> tuple[dict[str, int], list[str]]:
+    """How many graph nodes ran on each execution provider (from one profiled run of ``length`` tokens),
+    and the names of those that ran on the CPU provider."""
     with tempfile.TemporaryDirectory() as tmp:
         session = ort_session(path, device, strict=False, profile_dir=Path(tmp))
-        session.run(None, feed)
+        session.run(None, ort_feed(session, length))
         events = json.loads(Path(session.end_profiling()).read_text())
     counts: dict[str, int] = {}
     seen: set[str] = set()
+    on_cpu: list[str] = []
     for event in events:
         provider = event.get("args", {}).get("provider")
         if event.get("cat") == "Node" and provider and event["name"] not in seen:
             seen.add(event["name"])
             counts[provider] = counts.get(provider, 0) + 1
-    return counts
+            if provider == "CPUExecutionProvider":
+                on_cpu.append(event["name"].removesuffix("_kernel_time"))
+    return counts, on_cpu
 
 
 def ort_feed(session, length: int) -> dict[str, np.ndarray]:
@@ -311,10 +315,13 @@ def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Bu
             budget.check(reserve=20)
             path = loaded.artifact
             strict = cuda and dtype == "fp16"  # the FP16 graph must run whole on the GPU; FP32 may leave shape ops
+            entry["cpu_fallback_disabled"] = strict
+            # Counted first (fallback allowed), so the record names the nodes even if the strict session refuses.
+            entry["nodes_per_provider"], on_cpu = nodes_per_provider(path, device, 32)
+            if cuda:
+                entry["nodes_on_cpu"] = on_cpu[:50]
             session = ort_session(path, device, strict=strict)
             entry["providers"] = session.get_providers()
-            entry["cpu_fallback_disabled"] = strict
-            entry["nodes_per_provider"] = nodes_per_provider(path, device, ort_feed(session, 32))
             if cuda:
                 entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {"CUDAExecutionProvider"}
             if strict and not entry["all_nodes_on_cuda"]:
