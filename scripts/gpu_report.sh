@@ -15,13 +15,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-if compgen -G ".whl/*.whl" > /dev/null; then
-  if [ ! -f .gpu-site/.installed ] || [ -n "$(find .whl -newer .gpu-site/.installed -name '*.whl')" ]; then
+WHEELS="${WHEELS_DIR:-.whl}"   # WHEELS_DIR=none: the installed packages only
+if compgen -G "$WHEELS/*.whl" > /dev/null; then
+  if [ ! -f .gpu-site/.installed ] || [ -n "$(find "$WHEELS" -newer .gpu-site/.installed -name '*.whl')" ]; then
     rm -rf .gpu-site
-    "$PY" -m pip install --quiet --no-index --no-deps --target .gpu-site .whl/*.whl
-    touch .gpu-site/.installed
+    if "$PY" -m pip install --quiet --no-index --no-deps --target .gpu-site "$WHEELS"/*.whl; then
+      touch .gpu-site/.installed
+    else
+      echo "warning: the wheels in $WHEELS do not install here; going on with the installed packages" >&2
+      rm -rf .gpu-site
+    fi
   fi
-  export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"
+  if [ -f .gpu-site/.installed ]; then export PYTHONPATH="$PWD/.gpu-site${PYTHONPATH:+:$PYTHONPATH}"; fi
 fi
 "$PY" -c 'import torch, transformers, onnxruntime as ort
 print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, GPU: {torch.cuda.is_available()}), "
