@@ -24,7 +24,7 @@ from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
-from variants import config, custom
+from variants import config, custom, serve
 from variants.config import add_model_arguments, engine_from_args
 from variants.engine import Engine
 
@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         max_custom_mb=custom_mb,
     )
     host, port = serve_address(args)
-    demo.launch(server_name=host, server_port=port, share=args.share, **launch_style())
+    lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
+    demo.launch(server_name=host, server_port=port, share=args.share, app_kwargs={"routes": lean}, **launch_style())
     return 0
 
 

@@ -14,6 +14,7 @@ import sys
 from variants import train
 from variants.config import add_model_arguments, batching_from_args, engine_from_args, positive_int
 from variants.qa import InputError
+from variants.replica import LATENCY_ONLY
 from variants.sources import SourceUnavailable
 
 __all__ = ["add_model_arguments", "batching_from_args", "engine_from_args", "main", "positive_int"]
@@ -50,7 +51,7 @@ def answer_line(r) -> str:
     spread = f" ({r.latency_min_ms:.1f}-{r.latency_max_ms:.1f})" if len(r.latency_runs) > 1 else ""
     return (
         f"{r.variant:<24} {said:<44} median {r.latency_ms:.1f} ms{spread} over {len(r.latency_runs)} runs  {speed}  "
-        f"{r.device} / {r.provider} / {r.dtype}"
+        f"{r.device} / {r.provider} / {r.dtype}" + (f"  ({LATENCY_ONLY})" if r.latency_only else "")
     )
 
 

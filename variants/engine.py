@@ -82,6 +82,7 @@ class VariantResult:
     parameters: int | None = None
     speedup: float | None = None
     error: str | None = None
+    latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -401,7 +402,12 @@ class Engine:
         if loaded is None:  # e.g. a user's model replaced meanwhile
             return VariantResult(name, name, error="This variant is no longer loaded.")
         spec = loaded.spec
-        result = VariantResult(spec.name, spec.label, null_threshold=self.threshold_for(name, null_threshold))
+        result = VariantResult(
+            spec.name,
+            spec.label,
+            null_threshold=self.threshold_for(name, null_threshold),
+            latency_only=spec.latency_only,
+        )
         if not loaded.ok:
             result.error = loaded.error or "not loaded"
             return result

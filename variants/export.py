@@ -100,7 +100,8 @@ def optimize_onnx(
     hidden size detected per attention node, so compacted layers with different head counts fuse
     too). The result is compared with ``src`` on a small input; if it drifts by more than
     ``tolerance`` (relative to the logits' scale), attention fusion is turned off and the other
-    fusions are kept. ``out_dir/optimization.json`` records the fused operator counts.
+    fusions are kept. ``out_dir/optimization.json`` records the fused operator counts and each fused
+    attention node's head count, in graph order (a compacted model's layers keep their own counts).
 
     ``raw_attention_mask=False`` is ORT's default for BERT (a 1-D mask index), the fastest, but it
     assumes right-side padding, as BERT-family tokenizers do; pass True for left-padded inputs.
@@ -133,6 +134,7 @@ def optimize_onnx(
     report = {
         "fused_operators": stats,
         "attention_fusion": attention,
+        "attention_heads": attention_heads(out),
         "attention_mask": "raw" if raw_attention_mask else "mask_index_end (right padding)",
         "for_gpu": for_gpu,
         "max_abs_diff_vs_input": diff,
@@ -157,6 +159,17 @@ class _PrunedHiddenSizeFilter(logging.Filter):
 
 _ORT_ATTENTION_LOGGER = logging.getLogger("fusion_attention")  # ORT imports its fusion modules top-level
 _ORT_ATTENTION_LOGGER.addFilter(_PrunedHiddenSizeFilter())
+
+
+def attention_heads(path: Path) -> list[int]:
+    """``num_heads`` of each fused attention node of a graph, in graph order (one per encoder layer)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    ops = ("Attention", "QAttention", "MultiHeadAttention")
+    return [
+        next(a.i for a in node.attribute if a.name == "num_heads")
+        for node in graph.node
+        if node.op_type in ops and node.domain == "com.microsoft"
+    ]
 
 
 def _fused_attention(stats: dict[str, int]) -> bool:

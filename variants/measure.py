@@ -116,23 +116,31 @@ def synthetic_inputs(tokenizer: Any, length: int, names: tuple[str, ...], seed: 
 
 
 def seq_len_sweep(
-    models: dict[str, tuple[Any, Any]], lengths: tuple[int, ...], runs: int, warmup: int = 3, round_size: int = 5
+    models: dict[str, tuple[Any, Any]],
+    lengths: tuple[int, ...],
+    runs: int,
+    warmup: int = 3,
+    round_size: int = 5,
+    thread_cpu: bool = False,
 ) -> dict[str, list[dict]]:
     """Latency of each ``model.run`` on one synthetic window of each length; ``models``: name -> (model, tokenizer).
 
     The models take turns, ``round_size`` runs each with one untimed run first, like ``latency_pass``:
     a burst of load from elsewhere then falls on all of them, not on whichever ran at that moment.
     A length that fails for a model records its error in that model's row; the others go on.
+    ``thread_cpu`` adds the calling thread's CPU time per run (``thread_cpu_p50_ms``): with one compute
+    thread it is the whole computation, and unlike wall time it does not grow while other processes
+    hold the cores.
     """
     rows: dict[str, list[dict]] = {name: [] for name in models}
     for length in lengths:
-        feeds, times, errors = {}, {}, {}
+        feeds, times, cpu_times, errors = {}, {}, {}, {}
         for name, (model, tokenizer) in models.items():
             try:
                 feeds[name] = synthetic_inputs(tokenizer, length, model.input_names)
                 for _ in range(warmup):
                     model.run(feeds[name])
-                times[name] = []
+                times[name], cpu_times[name] = [], []
             except Exception as exc:
                 free_gpu()
                 errors[name] = describe(exc)
@@ -142,9 +150,10 @@ def seq_len_sweep(
                 try:
                     model.run(feed)  # settle, untimed
                     for _ in range(min(max(1, round_size), runs - len(times[name]))):
-                        started = time.perf_counter()
+                        started, cpu_started = time.perf_counter(), time.thread_time()
                         model.run(feed)
                         times[name].append((time.perf_counter() - started) * 1000)
+                        cpu_times[name].append((time.thread_time() - cpu_started) * 1000)
                 except Exception as exc:
                     free_gpu()
                     errors[name] = describe(exc)
@@ -155,8 +164,19 @@ def seq_len_sweep(
                 continue
             st = summarize(times[name])
             rows[name].append(
-                {"seq_len": length, "p50_ms": st["p50"], "p90_ms": st["p90"], "mean_ms": st["mean"], "n": st["n"]}
+                {
+                    "seq_len": length,
+                    "p50_ms": st["p50"],
+                    "p90_ms": st["p90"],
+                    "mean_ms": st["mean"],
+                    "min_ms": st["min"],
+                    "max_ms": st["max"],
+                    "n": st["n"],
+                }
             )
+            if thread_cpu:
+                cpu = summarize(cpu_times[name])
+                rows[name][-1].update(thread_cpu_p50_ms=cpu["p50"], thread_cpu_min_ms=cpu["min"])
     return rows
 
 

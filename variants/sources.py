@@ -54,9 +54,14 @@ def offline_message(source: str, reason: str) -> str:
 
 
 def resolve(source: str, revision: str | None = None) -> ResolvedSource:
-    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder."""
+    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder; a
+    ``replica:`` source built (or found) in the artifact cache."""
     from variants.cache import source_fingerprint  # noqa: PLC0415 - avoid a cycle at import
 
+    if source.startswith("replica:"):  # a random-weight model of a published shape (variants.replica)
+        from variants import replica  # noqa: PLC0415
+
+        return replica.resolve(source)
     folder = Path(source).expanduser()
     if folder.is_dir():
         if not (folder / "config.json").is_file():

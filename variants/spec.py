@@ -37,6 +37,7 @@ class VariantSpec:
     headline: bool = False
     description: str = ""
     revision: str | None = None
+    latency_only: bool = False  # random weights of a real shape: show latency, never accuracy
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.steps if s not in STEPS]
@@ -60,6 +61,7 @@ class Family:
     baseline: str
     pruned: str
     description: str
+    latency_only: bool = False  # random weights (variants.replica): its answers and accuracy mean nothing
 
 
 FAMILIES = {
@@ -77,6 +79,15 @@ FAMILIES = {
         description="MiniLM-L6-H384 fine-tuned on SQuAD v2 by this project, and its head- and "
         "FFN-pruned, distilled version; shipped in assets/models so everything works offline.",
     ),
+    "bert-large-replica": Family(
+        "bert-large-replica",
+        baseline="replica:bert-large",
+        pruned="replica:bert-large-x2.63",
+        description="BERT-large and the published x2.63 pruned structure (190 of 384 heads removed, 11,328 "
+        "of 98,304 FFN neurons kept) with random weights from a fixed seed, built locally: "
+        "random weights: latency only.",
+        latency_only=True,
+    ),
 }
 DEFAULT_PRESET = "bert-large"
 FALLBACK_PRESET = "embedded"
@@ -87,7 +98,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
     gpu = device.startswith("cuda")
     last, last_label = ("fp16", "FP16") if gpu else ("int8", "INT8")
     b, p = family.baseline, family.pruned
-    return [
+    variants = [
         VariantSpec(
             "baseline", "Baseline (PyTorch FP32)", b, (), True, "The fine-tuned model as published, in PyTorch."
         ),
@@ -135,6 +146,9 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
             else "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels.",
         ),
     ]
+    if family.latency_only:
+        variants = [replace(v, latency_only=True) for v in variants]
+    return variants
 
 
 def preset(name: str, device: str = "cpu", overrides: dict[str, str] | None = None) -> list[VariantSpec]:

@@ -1,0 +1,95 @@
+"""The bert-large-replica preset: counts from the published structure, and the whole chain on a
+scaled-down replica (same per-layer proportions, 4 layers, hidden 64) through the engine and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForQuestionAnswering
+
+from variants import spec as specs
+from variants.__main__ import main
+from variants.engine import load_engine
+from variants.prune import compact, count_parameters
+from variants.replica import LATENCY_ONLY, STRUCTURE_FILE, Structure, structure_for, write_model
+from variants.sources import resolve
+
+QUESTION, CONTEXT = "What is the capital of France?", "Paris is the capital and largest city of France."
+
+
+def test_published_counts_match_the_published_figures() -> None:
+    pruned = Structure.published("x2.63")
+    assert sum(len(p) for p in pruned.pruned_heads) == 190
+    assert sum(pruned.ffn_kept) == 11_328
+    assert pruned.dense().parameters() == 334_094_338
+    assert pruned.parameters(zeros_cut=False) == 284_250_498  # as stored: heads cut, FFN zeros kept
+    assert pruned.parameters() == 106_036_674  # compacted
+    other = Structure.published("x2.15")
+    assert (other.parameters(zeros_cut=False), other.parameters()) == (293_432_258, 131_594_042)
+
+
+def test_operation_count_ratio_at_384_tokens() -> None:
+    pruned = Structure.published()
+    ratio = pruned.dense().matmul_flops(384) / pruned.matmul_flops(384)
+    assert 3.7 < ratio < 4.0  # 246.4 vs 64.2 GFLOP
+    assert pruned.matmul_flops(384, zeros_cut=False) > 3 * pruned.matmul_flops(384)
+
+
+def test_structure_file_is_the_projects_copy() -> None:
+    assert STRUCTURE_FILE.is_file() and "shared" not in STRUCTURE_FILE.parts
+    assert structure_for("replica:bert-large").parameters() == 334_094_338
+    with pytest.raises(ValueError, match="unknown replica"):
+        resolve("replica:bert-large-x9")
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Structure, Path, Path]:
+    structure = Structure.published().scaled(num_layers=4, hidden_size=64, num_heads=4, intermediate_size=256)
+    root = tmp_path_factory.mktemp("replica")
+    write_model(structure.dense(), root / "dense")
+    write_model(structure, root / "pruned")
+    return structure, root / "dense", root / "pruned"
+
+
+def test_scaled_replica_has_the_structure_and_compacts_to_its_count(scaled) -> None:
+    structure, dense_dir, pruned_dir = scaled
+    dense = AutoModelForQuestionAnswering.from_pretrained(dense_dir)
+    pruned = AutoModelForQuestionAnswering.from_pretrained(pruned_dir).eval()
+    assert count_parameters(dense) == structure.dense().parameters()
+    assert count_parameters(pruned) == structure.parameters(zeros_cut=False)
+    layers = pruned.bert.encoder.layer
+    assert [layer.attention.self.num_attention_heads for layer in layers] == structure.heads_per_layer
+    ids = torch.randint(1000, 2000, (1, 24))
+    before = pruned(input_ids=ids).start_logits
+    report = compact(pruned)
+    assert report.params_after == count_parameters(pruned) == structure.parameters()
+    assert [report.ffn_kept[i] for i in range(4)] == list(structure.ffn_kept)
+    torch.testing.assert_close(pruned(input_ids=ids).start_logits, before, atol=1e-5, rtol=1e-5)
+
+
+def test_whole_chain_on_the_scaled_replica(scaled, tmp_path: Path) -> None:
+    structure, dense_dir, pruned_dir = scaled
+    chain = specs.preset("bert-large-replica", "cpu", {"baseline": str(dense_dir), "pruned": str(pruned_dir)})
+    assert all(s.latency_only for s in chain)
+    with load_engine(variant_specs=chain, device="cpu", cache_dir=tmp_path) as engine:
+        results = engine.ask(QUESTION, CONTEXT)
+        assert [r.error for r in results] == [None] * 6
+        assert all(r.latency_only and r.latency_ms > 0 for r in results)
+        by_name = {r.variant: r for r in results}
+        assert by_name["pruned"].parameters == structure.parameters()
+        assert by_name["pruned-onnx-opt-int8"].dtype == "int8"
+        optimized = engine.variants["pruned-onnx-opt"].artifact.parent / "optimization.json"
+        # Each fused attention node keeps its own layer's head count.
+        assert json.loads(optimized.read_text())["attention_heads"] == structure.heads_per_layer
+
+
+def test_cli_marks_the_replica_latency_only(scaled, tmp_path: Path, capsys) -> None:
+    _, dense_dir, pruned_dir = scaled
+    args = ["ask", "--preset", "bert-large-replica", "--baseline", str(dense_dir), "--pruned", str(pruned_dir)]
+    args += ["--device", "cpu", "--variants", "baseline,pruned", "--cache-dir", str(tmp_path), "--no-fallback"]
+    assert main([*args, "--question", QUESTION, "--context", CONTEXT]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all(LATENCY_ONLY in line for line in lines)
