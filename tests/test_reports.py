@@ -22,7 +22,7 @@ def test_gpu_report_runs_to_the_end_on_the_cpu(tmp_path: Path, artifacts_dir: Pa
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = tmp_path.glob("gpu-report-cpu-*-quick-*.json")
     record = json.loads(path.read_text())
-    assert record["device"] == "cpu" and record["hardware"]["isa"] is not None
+    assert record["device"] == "cpu" and record["hardware"]["cpu_isa"] is not None
     assert record["onnxruntime"]["version"] and record["versions"]["torch"]
     assert [p["preset"] for p in record["presets"]] == ["embedded", "bert-large-replica"]
     for preset in record["presets"]:

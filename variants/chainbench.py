@@ -16,19 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from variants import config
 from variants.replica import LATENCY_ONLY, Structure
-
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8")
-
-
-def cpu_isa() -> list[str]:
-    """The vector-instruction flags of this CPU that decide which kernels run (from /proc/cpuinfo)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return [f for f in ISA_FLAGS if f in flags]
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -37,10 +26,10 @@ def environment(device: str) -> dict[str, Any]:
     from variants.results import current_hardware  # noqa: PLC0415
 
     env: dict[str, Any] = {
-        "hardware": {**current_hardware(), "isa": cpu_isa()},
+        "hardware": current_hardware(),  # with the CPU ISA and the INT8 choice (variants.hardware)
         "versions": {**library_versions(), "python": platform.python_version(), "fastapi": dist_version("fastapi")},
         "device": device,
-        "threads": {"onnxruntime": os.environ.get("VARIANTS_THREADS") or "all cores", "torch": _torch_threads()},
+        "threads": {"onnxruntime": config.cpu_threads() or "all cores", "torch": _torch_threads()},
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     return env
