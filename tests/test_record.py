@@ -43,6 +43,8 @@ def test_three_views_from_one_set_of_spans():
     # Calibrated at 5: everything answers; only q1 is right.
     calibrated = views["calibrated"]
     assert (calibrated.threshold, calibrated.f1, calibrated.has_ans_f1, calibrated.no_ans_f1) == (5.0, 25.0, 50.0, 0.0)
+    # Answers given to the two answerable questions: q1 at 0 and at -2; both at 5.
+    assert (pipeline.has_ans_answered, best.has_ans_answered, calibrated.has_ans_answered) == (50.0, 50.0, 100.0)
     # The best view's F1 is the official best_f1.
     assert best.f1 == pytest.approx(bench.squad_v2_scores(EXAMPLES, SPANS, MARGINS).best_f1)
 

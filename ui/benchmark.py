@@ -25,6 +25,7 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header
     "exact": "EM",
     "has_ans_f1": "F1 answerable",
     "no_ans_f1": "F1 unanswerable",
+    "has_ans_answered": "% answerable answered",
     "threshold": "no-answer threshold",
     "p50_ms": "median ms",
     "p90_ms": "p90 ms",

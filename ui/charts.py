@@ -17,6 +17,7 @@ HOVER_FIELDS = {  # frame column -> what the hover box calls it
     "exact": "exact match",
     "has_ans_f1": "F1 on answerable questions",
     "no_ans_f1": "F1 on unanswerable questions",
+    "has_ans_answered": "% of answerable questions answered",
     "p50_ms": "median ms",
     "p90_ms": "p90 ms",
     "p99_ms": "p99 ms",

@@ -371,7 +371,11 @@ def accuracy_views(
 
 
 def _view(examples: list[QAExample], preds: dict[str, str], threshold: float) -> AccuracyView:
-    return AccuracyView.from_scores(squad_v2_scores(examples, preds).as_dict(), threshold)
+    view = AccuracyView.from_scores(squad_v2_scores(examples, preds).as_dict(), threshold)
+    answerable = [e for e in examples if not e.is_impossible]
+    if answerable:  # what a person asking answerable questions sees: an answer, or a refusal
+        view.has_ans_answered = round(100.0 * sum(bool(preds.get(e.id)) for e in answerable) / len(answerable), 2)
+    return view
 
 
 def measure_accuracy(runner: Runner, examples: list[QAExample], batch: int) -> tuple[dict[str, str], dict[str, float]]:

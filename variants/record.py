@@ -60,6 +60,7 @@ class AccuracyView:
     no_ans_exact: float | None = None
     has_ans_n: int = 0
     no_ans_n: int = 0
+    has_ans_answered: float | None = None  # % of the answerable questions given an answer (not "no answer")
 
     @classmethod
     def from_scores(cls, scores: dict[str, Any], threshold: float | None) -> AccuracyView:
