@@ -227,7 +227,7 @@ def logits_loss(cfg: TrainConfig, teacher: list | None = None) -> LossFn:
     return loss_fn
 
 
-def optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+def optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, object]:
     """AdamW over the trainable parameters (no decay on biases and LayerNorm), linear warm-up and decay."""
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -436,8 +436,8 @@ def apply_cut(model: nn.Module, cut: Cut, before: Cut | None = None) -> None:
     """Cut ``model`` down to ``cut``. ``before`` is the cut ``model`` already has (None: none), which
     ``cut`` must contain: a gradual prune adds to its last cut, a resumed run rebuilds its student."""
     layers = pruning.encoder_layers(model)
-    for idx, keep in cut.kept.items():
-        keep = torch.as_tensor(keep)
+    for idx, keep_ids in cut.kept.items():
+        keep = torch.as_tensor(keep_ids)
         now = before.kept[idx] if before else torch.arange(layers[idx].intermediate.dense.out_features)
         position = {int(n): i for i, n in enumerate(now)}
         if len(keep) < len(now):
@@ -468,7 +468,9 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
     tokenizer, features, held_out = prune_inputs(cfg)
     resumed = checkpoint.load() if checkpoint else None
     if resumed is None:
-        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32, attn_implementation="eager")
+        scorer = AutoModelForQuestionAnswering.from_pretrained(
+            cfg.teacher, dtype=torch.float32, attn_implementation="eager"
+        )
         importance = importance_on(scorer, features, cfg)
         del scorer
         cut = Cut(pruning.select_heads(importance.heads, cfg.head_share, cfg.min_heads),
@@ -501,7 +503,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
     parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
     run_control = parser.add_argument_group("interruptible runs")
-    run_control.add_argument("--run-dir", default="", help="checkpoint folder (default runs/checkpoints/<name of --out>)")
+    run_control.add_argument("--run-dir", default="", help="default runs/checkpoints/<--out's name>")
     run_control.add_argument("--checkpoint-minutes", type=float, default=10.0, help="save the run this often")
     run_control.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     run_control.add_argument("--stop-after-steps", type=int, default=0, help="checkpoint and stop after N steps")
