@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from test_train import squad_file
 from transformers import AutoModelForQuestionAnswering
 
-from variants import distill, prune, train
+from variants import distill, prune, storage, train
 from variants.checkpoint import Checkpointer, Interrupted
 
 SMALL = {"batch_size": 4, "max_length": 64, "stride": 16, "threads": 1}
@@ -93,6 +93,10 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
         assert torch.equal(kept[name], param.half().float()), name
     report = prune.compact(student)
     assert report.num_heads_removed == 4 and report.params_after == record["parameters_compacted"]
+    stored = storage.load(whole / "compact")  # the same model, compacted, embeddings from the teacher's folder
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
 
     parted, run = tmp_path / "parted", tmp_path / "run"
     cfg = gradual_config(tiny_qa_dir, data, parted, bf16=True)
@@ -115,3 +119,31 @@ def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     assert train.config_from(parser.parse_args(["prune", "--data", "d", "--out", "p"])) == train.TrainConfig(
         "prune", train.DEFAULT_BASE, "d", "p"
     )
+
+
+def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_model(tiny_qa_dir, tmp_path):
+    base = tmp_path / "baseline"
+    AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)  # FP16, as shipped
+    student = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32).eval()
+    cut = train.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
+    train.apply_cut(student, cut)
+    with torch.no_grad():
+        for layer in prune.encoder_layers(student):  # trained weights: not the teacher's
+            layer.output.dense.weight.mul_(1.5)
+    student.half().float()
+    stored = tmp_path / "pruned"
+    storage.save(student, cut.heads, cut.kept, stored, share_embeddings_with=base)
+    assert storage.is_compact(stored) and not storage.is_compact(base)
+    assert (stored / "model.safetensors").stat().st_size < (base / "model.safetensors").stat().st_size / 2
+
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    compact, dense = storage.load(stored), storage.load(stored, dense=True)
+    with torch.no_grad():
+        expected = student(input_ids=ids).start_logits
+        torch.testing.assert_close(compact(input_ids=ids).start_logits, expected, atol=0, rtol=0)
+        torch.testing.assert_close(dense(input_ids=ids).start_logits, expected, atol=1e-5, rtol=0)
+    assert prune.compact(dense).num_heads_removed == 3
+
+    student.bert.embeddings.word_embeddings.weight.data[0, 0] += 1  # embeddings of its own: not shareable
+    with pytest.raises(ValueError, match="cannot be shared"):
+        storage.save(student, cut.heads, cut.kept, tmp_path / "other", share_embeddings_with=base)

@@ -16,7 +16,8 @@ what the issue (16) lists, each behind its own flag so that recipes can be compa
   start+end logit less the best start and end logits elsewhere, which is what the null decision at
   threshold 0 compares;
 * ``freeze_embeddings``: the student keeps the teacher's embeddings (11.7M of 22.6M parameters), so
-  the pair can share them on disk.
+  the pair can share them on disk: the result is also written to ``<out>/compact`` in
+  :mod:`variants.storage`'s format (compacted, embeddings read from the teacher's folder).
 
 nn_pruning learns movement scores during training instead; first-order scores on the current student
 before each cut are a cheaper stand-in that needs no masked layers in the model.
@@ -27,11 +28,13 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from variants import prune as pruning
+from variants import storage
 from variants.checkpoint import Checkpointer
 from variants.train import (
     Cut,
@@ -158,3 +161,7 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     dense = pruning.expand_to_dense(student, dense_template, cut.kept)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
     save(dense, tokenizer, cfg, logs, seconds, {**cut_record(student, cut), "holdout_titles": held_out})
+    if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
+        compact = Path(cfg.out) / "compact"
+        storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)
+        tokenizer.save_pretrained(compact)
