@@ -98,6 +98,10 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     with torch.no_grad():
         torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
 
+    train.card(str(whole), data)  # the model card names the recipe and the one command that makes it
+    readme = (whole / "README.md").read_text()
+    assert "3 growing steps" in readme and "--recipe gradual" in readme
+
     parted, run = tmp_path / "parted", tmp_path / "run"
     cfg = gradual_config(tiny_qa_dir, data, parted, bf16=True)
     with pytest.raises(Interrupted, match="step 1 of 2"):  # prune steps of 2, 2 and 5 steps: stop inside the 2nd

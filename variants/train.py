@@ -584,6 +584,14 @@ def card(folder: str, data: str | None) -> dict:
         else "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned for "
         "extractive question answering on SQuAD v2, unanswerable questions included."
     )
+    if pruned and cfg.get("recipe") == "gradual":
+        summary = summary.replace(
+            "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
+            f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
+            f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
+            "between them: its start/end logits, its hidden states after every layer and its null margin ([CLS] "
+            "against the best span). The embeddings stay the fine-tuned model's (`variants/distill.py`).",
+        )
     if cfg.get("synthetic_unanswerable"):
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
