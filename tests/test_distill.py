@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
@@ -42,9 +43,11 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_qa_dir, tmp_path
     run = tmp_path / "run"
     parted = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "parted"), epochs=2.0, **SMALL)
     with pytest.raises(Interrupted, match="step 8 of 12"):  # stops mid-epoch, after the first epoch's reshuffle
-        train.finetune(parted, Checkpointer(run, every_s=1e9, stop_after_steps=8))
+        train.finetune(parted, Checkpointer(run, every_s=1e9, stop_after_steps=8, config=vars(parted)))
     assert not (tmp_path / "parted").exists() and (run / "checkpoint.pt").is_file()
-    train.finetune(parted, Checkpointer(run, resume=True))
+    with pytest.raises(ValueError, match=r"other settings.*'lr': \(0.0001, 0.0002\)"):  # not the same run
+        train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, lr=2e-4))))
+    train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, threads=2))))
     assert_same_run(tmp_path / "whole", tmp_path / "parted")
 
 
@@ -85,7 +88,7 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     assert [e["prune_step"] for e in record["log"]] == [1, 2, 3]  # one log line per step (each ends its loop)
     assert {"hard", "kd", "hidden", "null"} <= record["log"][0].keys()
     assert sum(len(v) for v in record["heads_removed"].values()) == 4  # half of 2 layers x 4 heads
-    assert sum(record["ffn_kept"].values()) == round(0.4 * 128)
+    assert sum(record["ffn_kept"].values()) == 128 - round(train.RECIPES["gradual"]["ffn_share"] * 128)
 
     teacher, student = (AutoModelForQuestionAnswering.from_pretrained(f).eval() for f in (tiny_qa_dir, whole))
     kept = student.bert.embeddings.state_dict()

@@ -43,6 +43,7 @@ class Checkpointer:
     every_s: float = 600.0
     stop_after_steps: int = 0
     resume: bool = False
+    config: dict[str, Any] | None = None  # the run's settings: a resumed run must have the same
     stop_requested: bool = False
     steps_taken: int = 0
     prior_s: float = 0.0  # seconds the run spent in earlier invocations (from the checkpoint)
@@ -62,6 +63,11 @@ class Checkpointer:
         if not self.resume or not self.path.is_file():
             return None
         state = torch.load(self.path, map_location="cpu", weights_only=False)
+        saved = state.get("config")
+        if self.config is not None and saved is not None:
+            changed = {k: (saved.get(k), v) for k, v in _settings(self.config).items() if saved.get(k) != v}
+            if changed:
+                raise ValueError(f"{self.path} was saved by a run with other settings (saved, now): {changed}")
         self.prior_s = state.get("run_elapsed_s", 0.0)
         return state
 
@@ -69,6 +75,8 @@ class Checkpointer:
         """Write ``state`` atomically (temporary file, then rename)."""
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         state = {**state, "run_elapsed_s": self.elapsed()}
+        if self.config is not None:
+            state["config"] = _settings(self.config)
         tmp = self.path.with_suffix(".tmp")
         torch.save(state, tmp)
         os.replace(tmp, self.path)
@@ -97,6 +105,11 @@ class Checkpointer:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _settings(config: dict[str, Any]) -> dict[str, Any]:
+    """What must not change between a run and its resumption: all but the thread count and output folder."""
+    return {k: v for k, v in config.items() if k not in ("threads", "out")}
 
 
 def rng_state() -> dict[str, Any]:

@@ -89,7 +89,7 @@ class TrainConfig:
 RECIPES: dict[str, dict] = {
     "oneshot": {},
     "gradual": {
-        "recipe": "gradual", "prune_steps": 3, "head_share": 0.5, "ffn_share": 0.6, "min_heads": 3,
+        "recipe": "gradual", "prune_steps": 3, "head_share": 0.5, "ffn_share": 0.65, "min_heads": 3,
         "min_neurons": 384, "alpha": 0.2, "hidden_weight": 1.0, "null_weight": 0.5, "freeze_embeddings": True,
         "impossible_repeat": 2, "synthetic_unanswerable": 0.4,
     },
@@ -539,7 +539,7 @@ def run(args: argparse.Namespace) -> None:
         calibrate(cfg.out, cfg.data)
         return
     folder = Path(args.run_dir or Path("runs") / "checkpoints" / Path(cfg.out).name)
-    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, args.resume)
+    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, args.resume, asdict(cfg))
     if args.resume and not checkpoint.path.is_file():
         raise SystemExit(f"--resume: no checkpoint in {folder}")
     if not args.resume and checkpoint.path.is_file():
@@ -555,6 +555,8 @@ def run(args: argparse.Namespace) -> None:
             stage(cfg, checkpoint)
         except Interrupted as stopped:
             raise SystemExit(f"{stopped}: resume with the same command and --resume") from None
+        except ValueError as mismatch:
+            raise SystemExit(str(mismatch)) from None
     # Held-out articles (its own, or for a pruned model its teacher's) are what calibration needs.
     if json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
         calibrate(cfg.out, cfg.data)
