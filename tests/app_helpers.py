@@ -30,6 +30,7 @@ CONTEXT = "paris is the capital of france and its largest city, with a populatio
 QUESTION = "what is the capital of france?"
 MODEL_ID = "someone/tiny-qa"  # a user's "Hub model", stood in for by the tiny QA model
 MB = 1_000_000
+VIEW_SHIFTS = (("pipeline", 0.0, 0.0), ("best", 2.0, -1.5), ("calibrated", 1.0, -3.0))  # fake F1 offset, threshold
 SMALL = {"config.json": 600, "model.safetensors": 20 * MB, "vocab.txt": 200_000, "tokenizer.json": 700_000}
 
 
@@ -55,10 +56,10 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running(demo) -> Iterator[str]:
     """Serve ``demo`` on a free localhost port in background threads; yields its URL."""
-    import app  # noqa: PLC0415
+    from ui.styles import launch_style  # noqa: PLC0415
 
     _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_style()
+        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **launch_style()
     )
     try:
         yield url
@@ -83,13 +84,22 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
                 "dtype": info.get("dtype"),
                 "size_mb": info.get("size_mb"),
                 "parameters": info.get("parameters"),
-                "accuracy": {
-                    "exact": 70.0 - i,
-                    "f1": 74.0 - i,
-                    "has_ans_f1": 72.0 - i,
-                    "no_ans_f1": 76.0 - i,
-                    "best_f1": 75.0 - i,
-                    "total": 20,
+                "accuracy": {  # the three views of schema 2: at threshold 0, the best threshold, the calibrated one
+                    view: {
+                        "f1": 74.0 - i + shift,
+                        "exact": 70.0 - i + shift,
+                        "threshold": threshold,
+                        "n": 20,
+                        "has_ans_f1": 72.0 - i + shift,
+                        "no_ans_f1": 76.0 - i + shift,
+                        "has_ans_n": 10,
+                        "no_ans_n": 10,
+                    }
+                    for view, shift, threshold in (
+                        ("pipeline", 0.0, 0.0),
+                        ("best", 2.0, -1.5),
+                        ("calibrated", 1.0, -3.0),
+                    )
                 },
                 "latency_ms": {"p50": p50, "p90": p50 * 1.2, "p99": p50 * 1.5, "mean": p50, "std": 1.0, "n": 30},
                 "throughput_qps": 1000 / p50,
@@ -100,7 +110,7 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
             }
         )
     record = {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "full",
         "preset": engine.preset,
         "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),

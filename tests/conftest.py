@@ -46,7 +46,8 @@ def tiny_config(vocab_size: int) -> BertConfig:
 def make_tiny_qa(folder: Path, seed: int = 0) -> tuple[BertForQuestionAnswering, BertTokenizerFast]:
     """Build, save to ``folder`` and return a seed-fixed tiny BertForQuestionAnswering + tokenizer."""
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = BertTokenizerFast(vocab_file=str(write_vocab(folder / "vocab.txt")), do_lower_case=True)
+    write_vocab(folder / "vocab.txt")  # loaded from the folder: transformers 5 ignores vocab_file=
+    tokenizer = BertTokenizerFast.from_pretrained(folder, do_lower_case=True)
     torch.manual_seed(seed)
     model = BertForQuestionAnswering(tiny_config(len(tokenizer))).eval()
     model.save_pretrained(folder)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -15,6 +16,20 @@ from app_helpers import CONTEXT, QUESTION, TINY_SETTINGS, running, tiny_engine, 
 from gradio_client import Client
 
 import app
+from ui import SAMPLE_FILE
+from ui.about import about_html
+from ui.ask import ULAN_BATOR, load_examples, make_answer_api, make_ask, make_reselect, null_threshold
+from ui.benchmark import (
+    TABLE_COLUMNS,
+    benchmark_outputs,
+    find_record,
+    make_quick_benchmark,
+    record_key,
+    stored_record,
+    stored_records,
+)
+from ui.cards import card_html, summary_html
+from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants import spec as specs
 from variants.engine import VariantResult, load_engine
 from variants.spec import VariantSpec
@@ -67,6 +82,16 @@ def test_answer_endpoint_returns_every_variant(client: Client, engine) -> None:
     assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
 
 
+def test_requests_print_no_deprecation_warnings(engine, results_dir: Path) -> None:
+    """gradio 6.17 touches a deprecated starlette name on each queued request; build_demo silences that one."""
+    with warnings.catch_warnings(record=True) as caught:  # also resets the once-per-place registry
+        with running(app.build_demo(engine, results_dir=results_dir)) as url:
+            client = Client(url, verbose=False)
+            for _ in range(2):
+                client.predict(CONTEXT, QUESTION, api_name="/answer")
+    assert not [str(w.message) for w in caught if "deprecated" in str(w.message)]
+
+
 def test_answer_keyword_arguments(client: Client) -> None:
     results = client.predict(context=CONTEXT, question=QUESTION, api_name="/answer")
     assert len(results) == 6
@@ -92,7 +117,7 @@ def test_api_surface(client: Client) -> None:
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/answer"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
-    assert params == ["context", "question"]
+    assert params == ["context", "question", "null_threshold"]
 
 
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
@@ -109,7 +134,7 @@ def test_model_handlers_share_one_concurrency_group(engine) -> None:
 
 def test_ask_streams_a_card_per_variant(engine) -> None:
     steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
-    outputs = list(app.make_ask(engine)(CONTEXT, QUESTION, steps, {}))
+    outputs = list(make_ask(engine)(CONTEXT, QUESTION, steps, last={}))
     n = len(engine.loaded)
     assert len(outputs) == n + 2  # all running, one per finished variant, final
     done = [cards.count('data-state="done"') for cards, *_ in outputs]
@@ -125,7 +150,7 @@ def test_ask_streams_a_card_per_variant(engine) -> None:
 
 
 def test_ask_shows_headline_variants_by_default(engine) -> None:
-    *_, (cards, _summary, chart, _last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
+    *_, (cards, _summary, chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
     assert re.findall(r'data-variant="([^"]+)"', cards) == headline
     assert len(chart.data[0].y) == 3
@@ -133,7 +158,7 @@ def test_ask_shows_headline_variants_by_default(engine) -> None:
 
 def test_ask_rejects_bad_input_with_gr_error(engine) -> None:
     with pytest.raises(gr.Error, match="Please type a question"):
-        next(app.make_ask(engine)(CONTEXT, "", [], {}))
+        next(make_ask(engine)(CONTEXT, "", [], last={}))
 
 
 def test_summary_names_the_trade_off(engine) -> None:
@@ -143,19 +168,32 @@ def test_summary_names_the_trade_off(engine) -> None:
     names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
     fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
     fast["pruned-onnx-opt-int8"] = result("pruned-onnx-opt-int8", 2.5, 100, answer="france")
-    text = app.summary_html(engine, names, fast, running=False)
-    assert "Pruned-Onnx-Opt-Int8" in text and "4.00× faster" in text and "4.0× smaller" in text
-    assert "2 of 3 variants give the baseline's answer" in html.unescape(text)
-    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400)}
-    text = app.summary_html(engine, names, slow, running=False)
+    text = summary_html(engine, names, fast, running=False)
+    assert "Pruned + ONNX + INT8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
+    assert "3 of 3 variants answered; 1 of the 2 other answers match the baseline's" in html.unescape(text)
+    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400, answer=" Paris ")}
+    text = summary_html(engine, names, slow, running=False)
     assert "The baseline was fastest" in text and "smaller" not in text
-    assert "Every variant gives the baseline's answer" in html.unescape(text)
-    assert "Running 2 of 3" in app.summary_html(engine, names, {"baseline": slow["baseline"]}, running=True)
+    assert "2 of 2 variants answered; 1 of the 1 other answers match the baseline's" in html.unescape(text)
+    assert "Running 2 of 3" in summary_html(engine, names, {"baseline": slow["baseline"]}, running=True)
+
+
+def test_no_answer_everywhere_is_not_agreement(engine) -> None:
+    def result(name: str, answer: str) -> VariantResult:
+        return VariantResult(name, name, answer=answer, latency_ms=5.0, speedup=1.0)
+
+    names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    silent = {n: result(n, "") for n in names}
+    text = html.unescape(summary_html(engine, names, silent, running=False))
+    assert "No variant answered (3 said “no answer”" in text and "match" not in text
+    base_silent = {**silent, "pruned": result("pruned", "1639")}
+    text = html.unescape(summary_html(engine, names, base_silent, running=False))
+    assert "1 of 3 variants answered, and the baseline said “no answer”" in text
 
 
 def test_reselect_shows_steps_without_rerunning(engine) -> None:
-    *_, (_cards, _summary, _chart, last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
-    cards, _summary, chart = app.make_reselect(engine)(["pruned-onnx"], last)
+    *_, (_cards, _summary, _chart, last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
+    cards, _summary, chart = make_reselect(engine)(["pruned-onnx"], last)
     assert 'data-variant="pruned-onnx" data-state="stale"' in cards
     assert cards.count('data-state="done"') == 3
     assert len(chart.data[0].y) == 3
@@ -169,59 +207,76 @@ EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 def test_highlight_escapes_and_marks() -> None:
     context = f"{EVIL} The answer is Paris & more."
     start = context.index("Paris")
-    snippet = app.highlight(context, start, start + 5)
+    snippet = highlight(context, start, start + 5)
     assert "<mark>Paris</mark>" in snippet
     assert "<img" not in snippet and "<script" not in snippet
     assert html.escape(EVIL) in snippet and "&amp; more" in snippet
-    assert app.highlight(context, 0, 0) == ""
+    assert highlight(context, 0, 0) == ""
 
 
 def test_highlight_long_context_shows_a_window() -> None:
     context = "word " * 500 + "Paris" + " word" * 500
     start = context.index("Paris")
-    snippet = app.highlight(context, start, start + 5)
+    snippet = highlight(context, start, start + 5)
     assert snippet.startswith("…") and snippet.endswith("…")
-    assert len(snippet) < 2 * app.SNIPPET_RADIUS + 40
+    assert len(snippet) < 2 * SNIPPET_RADIUS + 40
 
 
 def test_cards_escape_answers_errors_and_labels(engine) -> None:
     loaded = engine.loaded[0]
     context = f"{EVIL} tail"
     result = VariantResult("baseline", EVIL, answer=EVIL, score=0.5, latency_ms=3.0, start=0, end=len(EVIL))
-    card = app.card_html(loaded, result, context, "done")
+    card = card_html(loaded, result, context, "done")
     assert "<img" not in card and "<script" not in card
     assert "<mark>" + html.escape(EVIL) + "</mark>" in card
-    failed = app.card_html(loaded, VariantResult("baseline", "x", error=EVIL), context, "done")
+    failed = card_html(loaded, VariantResult("baseline", "x", error=EVIL), context, "done")
     assert 'data-state="error"' in failed and "<script" not in failed and html.escape(EVIL) in failed
     broken = dataclasses.replace(loaded, model=None, error=EVIL)
-    assert "<script" not in app.card_html(broken)
-    assert "<script" not in app.summary_html(engine, ["baseline"], {"baseline": result}, running=False)
+    assert "<script" not in card_html(broken)
+    assert "<script" not in summary_html(engine, ["baseline"], {"baseline": result}, running=False)
 
 
 def test_card_shows_metrics_and_runtime(engine) -> None:
     by_name = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
     loaded = engine.variants["pruned-onnx-opt-int8"]
-    card = app.card_html(loaded, by_name[loaded.spec.name], CONTEXT, "done", by_name["baseline"])
-    assert "cpu · CPUExecutionProvider · INT8" in card
+    card = card_html(loaded, by_name[loaded.spec.name], CONTEXT, "done", by_name["baseline"])
+    assert 'title="cpu · CPUExecutionProvider · INT8">CPU · ONNX Runtime · 8-bit integers<' in card  # jargon: tooltip
+    assert 'title="An intermediate step' not in card and ">optimized</span>" in card
     assert "than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
     no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
-    assert "no answer" in app.card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
+    assert "no answer" in card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
 
 
 def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:
     loaded = engine.variants["baseline"]
     # A threshold of -inf: "no answer" always wins, and the span it beat is the guess.
-    strict = dataclasses.replace(loaded, settings=dataclasses.replace(loaded.settings, null_threshold=float("-inf")))
-    engine.variants = {**engine.variants, "baseline": strict}
-    try:
-        result = engine.answer_one("baseline", QUESTION, CONTEXT)
-    finally:
-        engine.variants = {**engine.variants, "baseline": loaded}
+    result = engine.answer_one("baseline", QUESTION, CONTEXT, null_threshold=float("-inf"))
     assert result.answer == "" and result.guess and CONTEXT[result.guess_start : result.guess_end] == result.guess
-    card = app.card_html(loaded, result, CONTEXT, "done")
+    card = card_html(loaded, result, CONTEXT, "done")
     assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card
-    assert result.guess_score > 0 and f"{app.fmt_confidence(result.guess_score)}</b>" in card
+    assert f"Best guess: <b>{html.escape(result.guess)}</b> (confidence {fmt_confidence(result.guess_score)})" in card
+    assert result.guess_score > 0 and f"{fmt_confidence(result.guess_score)}</b>" in card
     assert "best guess confidence" in card and "no-answer score" not in card
+
+
+def test_card_latency_is_a_median_with_its_spread(engine) -> None:
+    loaded = engine.variants["pruned"]
+    runs = [12.0, 10.0, 11.0, 14.0, 11.5]
+    result = VariantResult("pruned", "Pruned", answer="paris", latency_ms=11.5, latency_runs=runs, speedup=2.0)
+    result.latency_min_ms, result.latency_max_ms = min(runs), max(runs)
+    card = card_html(loaded, result, CONTEXT, "done")
+    assert "<b>11.5 ms</b><span>median of 5 runs · 10.0–14.0 ms</span>" in card
+    assert 'title="Median of 5 timed runs after one untimed warm-up run' in card and "Speedups compare medians" in card
+
+
+def test_threshold_control_changes_the_decisions(engine) -> None:
+    assert null_threshold("pipeline", 3.0) is None and null_threshold("calibrated", 3.0) == "calibrated"
+    assert null_threshold("margin", -2.5) == -2.5
+    *_, (never, _s, _c, _l) = make_ask(engine)(CONTEXT, QUESTION, [], "margin", -50.0, 2, last={})
+    *_, (always, _s, _c, last) = make_ask(engine)(CONTEXT, QUESTION, [], "margin", 50.0, 2, last={})
+    assert never.count('qa-answer qa-none">no answer') == 3
+    assert "qa-none" not in always
+    assert all(len(r.latency_runs) == 2 for r in last["results"].values())
 
 
 def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Path) -> None:
@@ -229,11 +284,11 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
     bad = VariantSpec("broken", "Broken <b>variant</b>", str(tmp_path / "missing"), ("compact",), True)
     engine = load_engine(variant_specs=[good, bad], device="cpu", settings=TINY_SETTINGS, cache_dir=tmp_path)
     assert engine.variants["broken"].error
-    *_, (cards, _summary, _chart, _last) = app.make_ask(engine)(CONTEXT, QUESTION, [], {})
+    *_, (cards, _summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [], last={})
     assert 'data-variant="baseline" data-state="done"' in cards
     assert 'data-variant="broken" data-state="error"' in cards
     assert "Broken &lt;b&gt;variant&lt;/b&gt;" in cards
-    results = app.make_answer_api(engine)(CONTEXT, QUESTION)
+    results = make_answer_api(engine)(CONTEXT, QUESTION)
     assert results[0]["error"] is None and results[1]["error"]
 
 
@@ -241,46 +296,54 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
 
 
 def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
-    record, note = app.stored_record(engine, results_dir)
+    record, note = stored_record(engine, results_dir)
     assert record is not None and note == ""
-    header, scatter, table, sweep, csv = app.benchmark_outputs(record, note)
+    header, scatter, table, sweep, csv = benchmark_outputs(record, note)
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
     assert len(scatter.data) == len(engine.loaded)
     assert len(sweep.data) == len(engine.loaded)
-    assert list(table.columns) == list(app.TABLE_COLUMNS.values())
+    assert list(table.columns) == list(TABLE_COLUMNS.values())
     assert len(table) == len(engine.loaded)
-    assert Path(csv).read_text(encoding="utf-8").startswith("variant,label,f1")
+    assert "f1" in Path(csv).read_text(encoding="utf-8").splitlines()[0]
 
 
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
-    record, note = app.stored_record(engine, tmp_path)
+    record, note = stored_record(engine, tmp_path)
     assert record is None and "No benchmark records" in note
-    header, scatter, table, sweep, csv = app.benchmark_outputs(record, note)
+    header, scatter, table, sweep, csv = benchmark_outputs(record, note)
     assert "python -m variants bench" in header and csv is None and len(table) == 0
     assert scatter.layout.annotations and sweep.layout.annotations
 
 
-def test_quick_benchmark(engine) -> None:
+def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir: Path) -> None:
     calls = []
-    quick = app.make_quick_benchmark(engine, app.SAMPLE_FILE)
-    header, scatter, table, _sweep, download = quick(3, progress=lambda f, desc=None: calls.append((f, desc)))
-    assert "Fresh quick benchmark" in header
+    stored = stored_records(results_dir)
+    quick = make_quick_benchmark(engine, SAMPLE_FILE, stored)
+    header, scatter, table, _sweep, download, runs, chooser = quick(
+        3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
+    )
+    assert "Quick benchmark" in header and "noisy at this size" in header
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
     assert len(scatter.data) == len(engine.loaded)
     assert download.value and calls and calls[-1][0] == 1.0
+    assert len(runs) == 1 and chooser.value == record_key(runs[0])
+    keys = [key for _label, key in chooser.choices]
+    assert keys == [record_key(runs[0]), *(record_key(r) for r in stored)]  # the stored ones stay selectable
+    assert find_record(keys[-1], stored, runs) is stored[-1]
 
 
 # --- examples and start-up --------------------------------------------------------------------------
 
 
 def test_examples() -> None:
-    rows, labels = app.load_examples()
-    assert len(rows) == len(labels) == 3
-    normans, unanswerable, long = rows
+    rows, labels = load_examples()
+    assert len(rows) == len(labels) == 4
+    ulan_bator, normans, unanswerable, long = rows
+    assert "founded in 1639" in ulan_bator[0]
     assert normans[0].startswith("The Normans") and normans[1] == "In what country is Normandy located?"
     assert "1,307,204" in unanswerable[1] and "1,307,204" not in unanswerable[0]
     assert len(long[0]) > 2500 and "Lawrence Roberts" in long[0]
-    assert app.load_examples(Path("/nonexistent.json")) == ([], [])
+    assert load_examples(Path("/nonexistent.json")) == ([ulan_bator], ["Ulan Bator: a short passage"])
 
 
 def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,12 +371,20 @@ def test_console_progress(capsys: pytest.CaptureFixture) -> None:
 
 
 def test_about_tab_and_notice(engine) -> None:
-    about = app.about_html(engine)
+    about = about_html(engine)
     for v in engine.loaded:
         assert html.escape(v.spec.label) in about
     assert "CPUExecutionProvider" in about and "compact → onnx → optimize → int8" in about
     noticed = dataclasses.replace(engine, notice="The bert-large models could not be loaded <x>.")
-    assert "could not be loaded &lt;x&gt;" in app.about_html(noticed)
+    assert "could not be loaded" not in about_html(noticed)  # the page's banner says it, once
+
+
+def test_notice_is_plain_with_the_reason_one_click_away() -> None:
+    banner = notice_html("The big models could not be loaded, so small ones are shown. Hub <unreachable>: try x.y", "F")
+    plain, _, details = banner.partition("<details>")
+    assert "so small ones are shown." in plain and "unreachable" not in plain
+    assert "Hub &lt;unreachable&gt;: try x.y" in details
+    assert "<details>" not in notice_html("One sentence only.")
 
 
 # --- the shipped models -----------------------------------------------------------------------------
@@ -327,9 +398,17 @@ def test_about_tab_and_notice(engine) -> None:
 def test_shipped_models_answer_the_normans_question(tmp_path_factory: pytest.TempPathFactory) -> None:
     engine = load_engine("embedded", "cpu", fallback=False)
     assert all(v.ok for v in engine.loaded), [v.error for v in engine.loaded]
-    (context, question), *_ = app.load_examples()[0]
+    (context, question), *_ = load_examples()[0][1:]
     with running(app.build_demo(engine, results_dir=tmp_path_factory.mktemp("none"))) as url:
-        results = Client(url, verbose=False).predict(context, question, api_name="/answer")
+        client = Client(url, verbose=False)
+        results = client.predict(context, question, api_name="/answer")
+        ulan_bator = client.predict(*ULAN_BATOR, api_name="/answer")
+        refused = client.predict(*ULAN_BATOR, null_threshold="calibrated", api_name="/answer")
+    # The pipeline's rule by default: every variant answers the easy question (the issue's example) ...
+    assert [r["answer"] for r in ulan_bator] == ["1639"] * len(engine.loaded), ulan_bator
+    # ... and the calibrated thresholds, one choice away, refuse it, keeping 1639 as the best guess.
+    assert all(r["guess"] == "1639" or r["answer"] == "1639" for r in refused)
+    assert any(r["answer"] == "" for r in refused)
     assert len(results) == len(engine.loaded)
     by_name = {r["variant"]: r for r in results}
     assert by_name["baseline"]["answer"] == "France", by_name["baseline"]

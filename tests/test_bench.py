@@ -14,6 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from variants import bench, results
+from variants import record as records
 from variants.__main__ import main
 from variants.engine import load_engine
 from variants.measure import seq_len_sweep, summarize
@@ -43,6 +44,7 @@ REQUIRED_ENTRY_KEYS = {
     "dtype",
     "size_mb",
     "parameters",
+    "calibrated_threshold",
     "load_seconds",
     "accuracy",
     "latency_ms",
@@ -54,15 +56,18 @@ REQUIRED_ENTRY_KEYS = {
     "batch_sweep",
     "memory",
     "error",
+    "latency_only",
 }
 REQUIRED_COLUMNS = [
     "variant",
     "label",
+    "short_label",
+    "view",
+    "threshold",
     "f1",
     "exact",
     "has_ans_f1",
     "no_ans_f1",
-    "best_f1",
     "p50_ms",
     "p90_ms",
     "p99_ms",
@@ -135,13 +140,14 @@ def test_cli_writes_a_record_and_a_csv(cli_run, capsys):
     assert json_path.name.startswith("embedded-cpu-")
     assert json_path.name.endswith(record["created"].replace("-", "").replace(":", "") + ".json")
     csv = pd.read_csv(json_path.with_suffix(".csv"))
-    assert list(csv["variant"]) == ["baseline", "pruned-dense", "pruned", "broken", "peer"]
+    assert list(csv["variant"]) == ["baseline", "pruned-dense", "pruned", "broken", "peer"] * 3  # one row a view
+    assert list(csv["view"]) == [v for v in records.VIEWS for _ in range(5)]
     assert list(csv.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
 
 
 def test_record_top_level(cli_run, squad_file):
     _, _, record = cli_run
-    assert record["schema_version"] == results.SCHEMA_VERSION
+    assert record["schema_version"] == records.SCHEMA_VERSION == 2
     assert record["preset"] == "embedded" and record["device"] == "cpu" and record["kind"] == "full"
     assert record["created"].endswith("Z")
     hw = record["hardware"]
@@ -172,11 +178,14 @@ def test_each_variant_is_measured(cli_run):
         assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
         assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
         assert e["throughput_qps"] == pytest.approx(1000 / lat["mean"], rel=0.01)
-        acc = e["accuracy"]
-        assert acc["total"] == 6 and acc["has_ans_total"] == 4 and acc["no_ans_total"] == 2
-        for key in ("exact", "f1", "has_ans_exact", "has_ans_f1", "no_ans_exact", "no_ans_f1", "best_exact", "best_f1"):
-            assert 0 <= acc[key] <= 100
-        assert acc["exact"] <= acc["f1"] and acc["best_f1"] >= acc["best_exact"]
+        views = e["accuracy"]
+        assert set(views) == set(records.VIEWS) and views["calibrated"] is None  # the tiny models have none
+        for acc in (views["pipeline"], views["best"]):
+            assert acc["n"] == 6 and acc["has_ans_n"] == 4 and acc["no_ans_n"] == 2
+            for key in ("exact", "f1", "has_ans_exact", "has_ans_f1", "no_ans_exact", "no_ans_f1"):
+                assert 0 <= acc[key] <= 100
+            assert acc["exact"] <= acc["f1"]
+        assert views["pipeline"]["threshold"] == 0.0 and views["best"]["f1"] >= views["pipeline"]["f1"]
         assert 0 <= e["agreement_with_baseline"] <= 1
         assert e["speedup_vs_baseline"] > 0 and e["speedup_vs_peer"] > 0
         assert e["memory"]["rss_mb"] > 0 and e["memory"]["peak_rss_mb"] > 0
@@ -196,7 +205,9 @@ def test_each_variant_is_measured(cli_run):
     assert base["speedup_vs_baseline"] == 1.0 and base["agreement_with_baseline"] == 1.0
     assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
     # The same weights, compacted or not, give the same answers.
-    assert by_name["pruned"]["accuracy"]["f1"] == pytest.approx(by_name["pruned-dense"]["accuracy"]["f1"])
+    for view in ("pipeline", "best"):
+        compacted, dense = by_name["pruned"]["accuracy"][view], by_name["pruned-dense"]["accuracy"][view]
+        assert compacted["f1"] == pytest.approx(dense["f1"]) and compacted["exact"] == pytest.approx(dense["exact"])
 
 
 def test_failed_variant_keeps_its_error(cli_run):
@@ -204,7 +215,7 @@ def test_failed_variant_keeps_its_error(cli_run):
     broken = next(e for e in record["variants"] if e["variant"] == "broken")
     assert REQUIRED_ENTRY_KEYS <= set(broken)
     assert "does not exist" in broken["error"]
-    assert broken["latency_ms"] is None and broken["accuracy"] is None
+    assert broken["latency_ms"] is None and broken["accuracy"] == dict.fromkeys(records.VIEWS)
 
 
 def test_peer_is_measured_alongside(cli_run):
@@ -213,12 +224,14 @@ def test_peer_is_measured_alongside(cli_run):
     assert REQUIRED_ENTRY_KEYS <= set(peer)
     assert peer["variant"] == "peer" and peer["backend"] == "transformers-pipeline" and peer["error"] is None
     assert peer["latency_ms"]["n"] == 8 and peer["speedup_vs_peer"] == 1.0
-    assert peer["accuracy"]["total"] == 6 and peer["accuracy"]["best_f1"] is None
+    assert peer["accuracy"]["pipeline"]["n"] == 6 and peer["accuracy"]["pipeline"]["threshold"] == 0.0
+    assert peer["accuracy"]["best"] is None and peer["accuracy"]["calibrated"] is None
     base = next(e for e in record["variants"] if e["variant"] == "baseline")
     assert peer["parameters"] == base["parameters"]
     # The engine's decoding is the pipeline's: same answers, same scores.
     assert peer["agreement_with_baseline"] == 1.0
-    assert peer["accuracy"]["f1"] == pytest.approx(base["accuracy"]["f1"])
+    for key in ("f1", "exact", "has_ans_f1", "no_ans_f1"):
+        assert peer["accuracy"]["pipeline"][key] == pytest.approx(base["accuracy"]["pipeline"][key])
 
 
 # --- benchmark() and quick_benchmark() directly -----------------------------------------------------
@@ -232,23 +245,22 @@ def test_a_variant_failing_while_measured_does_not_stop_the_run(engine, squad_fi
     examples = load_squad(squad_file)
     options = bench.Options(latency_samples=3, warmup=1, skip_sweeps=True)
     record = bench.benchmark(engine, examples, options)
-    by_name = {e["variant"]: e for e in record["variants"]}
-    assert by_name["pruned-dense"]["error"] == "RuntimeError: kaboom"
-    assert by_name["pruned"]["error"] is None and by_name["pruned"]["latency_ms"]["n"] == 3
-    assert by_name["pruned"]["seq_len_sweep"] == [] and by_name["pruned"]["batch_sweep"] == []
-    assert record["peer"] is None
+    assert record.entry("pruned-dense").error == "RuntimeError: kaboom"
+    assert record.entry("pruned").error is None and record.entry("pruned").latency_ms.n == 3
+    assert record.entry("pruned").seq_len_sweep == [] and record.entry("pruned").batch_sweep == []
+    assert record.peer is None
 
 
 def test_quick_benchmark(engine, squad_file, tmp_path):
     calls = []
     examples = load_squad(squad_file)
     record = bench.quick_benchmark(engine, examples, 4, progress=lambda f, m: calls.append((f, m)))
-    assert record["kind"] == "quick" and record["peer"] is None and record["data"]["n_questions"] == 4
-    ok = [e for e in record["variants"] if not e["error"]]
-    assert {e["variant"] for e in ok} == {"baseline", "pruned-dense", "pruned"}
+    assert record.is_quick and record.peer is None and record.n_questions == 4 and record.noisy
+    ok = [e for e in record.variants if not e.error]
+    assert {e.variant for e in ok} == {"baseline", "pruned-dense", "pruned"}
     for e in ok:
-        assert e["latency_ms"]["n"] == 4 and e["accuracy"]["total"] == 4
-        assert e["batch_sweep"] == [] and e["seq_len_sweep"] == []
+        assert e.latency_ms.n == 4 and e.view("pipeline").n == 4 and e.view("best").n == 4
+        assert e.batch_sweep == [] and e.seq_len_sweep == []
     assert calls and calls[-1][0] == 1.0
     assert all(0 <= f <= 1 for f, _ in calls)
     assert not list(tmp_path.iterdir())  # nothing written unless asked
@@ -279,10 +291,14 @@ def test_summarize_and_agreement():
 def test_results_read_back(cli_run):
     _, json_path, record = cli_run
     records = results.load_records(json_path.parent)
-    assert len(records) == 1 and records[0]["_file"] == json_path.name
+    assert len(records) == 1 and records[0].file == json_path.name
+    assert records[0].to_dict() == {k: v for k, v in record.items()}
     frame = results.records_to_frame(records)
     assert list(frame.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
-    assert len(frame) == 5 and frame["is_peer"].sum() == 1
+    assert len(frame) == 5 and frame["is_peer"].sum() == 1 and set(frame["view"]) == {"pipeline"}
+    assert len(results.records_to_frame(records, view=None)) == 15
+    best = results.records_to_frame(records, view="best").set_index("variant")
+    assert best.loc["baseline", "f1"] == record["variants"][0]["accuracy"]["best"]["f1"]
     row = frame.set_index("variant").loc["baseline"]
     assert row["n_questions"] == 6 and row["n_latency"] == 8 and row["device"] == "cpu"
     assert row["p50_ms"] == record["variants"][0]["latency_ms"]["p50"]

@@ -88,10 +88,12 @@ def test_ask_fills_every_card(page, shots: Path) -> None:
         answer = card.locator(".qa-answer").inner_text().strip()
         assert answer, card.inner_text()
         assert re.search(r"\d[\d.,]* ms", card.locator(".qa-metric.qa-key").inner_text())
-        assert "cpu · " in card.locator(".qa-runtime").inner_text()
+        assert card.locator(".qa-runtime").inner_text().startswith("CPU · ")  # plain words ...
+        assert "cpu · " in card.locator(".qa-runtime").get_attribute("title")  # ... the jargon in the tooltip
     assert "1.00×" in cards.nth(0).inner_text()
     assert "than baseline" in cards.nth(3).inner_text()
-    assert "CPUExecutionProvider · INT8" in cards.nth(3).inner_text()
+    assert "8-bit integers" in cards.nth(3).inner_text()
+    assert "CPUExecutionProvider · INT8" in cards.nth(3).locator(".qa-runtime").get_attribute("title")
     assert page.locator("#injected").count() == 0  # user text is escaped, never injected
     assert re.search(r"faster than the baseline|baseline was fastest", page.locator(".qa-summary").inner_text())
     assert page.locator("#latency-chart .js-plotly-plot .bars .point").count() == 4
@@ -117,7 +119,10 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
     assert page.locator("#bench-seqlen .scatterlayer .trace").count() == 6
     assert "Stored benchmark record" in page.locator("#bench-header").inner_text()
-    assert page.locator("#bench-table").get_by_text("Pruned + ONNX + ORT-optimized + INT8").count() >= 1
+    assert "threshold 0" in page.locator("#bench-header").inner_text()
+    page.get_by_text("Best threshold (official best F1)").click()  # another accuracy view, same record
+    page.locator("#bench-header").get_by_text("official SQuAD v2 best F1").wait_for()
+    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
     page.get_by_text("Build steps").wait_for()
@@ -157,3 +162,61 @@ def test_try_your_own_model(browser, tiny_qa_dir: Path, artifacts_dir: Path, tmp
         page.screenshot(path=str(shots / "custom-model.png"), full_page=True)
         context.close()
     assert hub.downloads == ["config.json"]
+
+
+# --- the shipped models, as a newcomer meets them ---------------------------------------------------
+
+SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "models"
+VIEWPORTS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(scope="module")
+def shipped_url(tmp_path_factory: pytest.TempPathFactory):
+    if not any(SHIPPED.glob("*/config.json")):
+        pytest.skip("the embedded demo models are not in assets/models")
+    engine = load_engine("embedded", "cpu", fallback=False)
+    results = tmp_path_factory.mktemp("shipped-results")
+    write_fake_record(results, engine)
+    with running(app.build_demo(engine, results_dir=results)) as address:
+        yield address
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", list(VIEWPORTS))
+def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots: Path, device: str) -> None:
+    """The Ulan Bator example: "1639" on every card, the cards in view after Ask, titles on one line; the
+    Benchmark tab's plots render, full width on a phone."""
+    viewport = VIEWPORTS[device]
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(shipped_url)
+    page.wait_for_selector("#qa-cards .qa-card")
+    page.get_by_text("Ulan Bator: a short passage").click()
+    page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Tuul River'))")
+    page.get_by_role("button", name="Ask every variant").click()
+    page.wait_for_function(ALL_SETTLED)
+    cards = page.locator("#qa-cards .qa-card")
+    answers = [cards.nth(i).locator(".qa-answer").inner_text().strip() for i in range(cards.count())]
+    assert answers == ["1639"] * cards.count(), answers
+    assert "agree" in page.locator("#qa-summary").inner_text() or "match" in page.locator("#qa-summary").inner_text()
+    page.wait_for_timeout(800)  # the smooth scroll to the results
+    top = cards.first.bounding_box()["y"]
+    assert 0 <= top < viewport["height"] * 0.6, f"the first card starts at {top:.0f} px, out of view"
+    cut = page.evaluate(
+        "[...document.querySelectorAll('#qa-cards .qa-title')].filter(t => t.scrollWidth > t.clientWidth + 1)"
+        ".map(t => t.textContent)"
+    )
+    assert cut == [], f"card titles cut off: {cut}"
+    page.screenshot(path=str(shots / f"ask-{device}.png"))
+    page.get_by_role("tab", name="Benchmark").click()
+    page.wait_for_selector("#bench-scatter .js-plotly-plot .scatterlayer .point")
+    assert page.locator("#bench-seqlen .scatterlayer .trace").count() == cards.count() + 3  # every variant
+    full = page.locator("#bench-header").bounding_box()["width"]  # the tab's full width
+    boxes = [page.locator(plot).bounding_box() for plot in ("#bench-scatter", "#bench-seqlen")]
+    if device == "phone":  # stacked, each full width
+        assert all(b["width"] >= 0.95 * full for b in boxes) and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] / 2
+    else:  # side by side
+        assert all(0.4 * full <= b["width"] <= 0.6 * full for b in boxes) and boxes[0]["y"] == boxes[1]["y"]
+    page.screenshot(path=str(shots / f"benchmark-{device}.png"), full_page=True)
+    context.close()

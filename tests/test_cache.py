@@ -6,9 +6,12 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import huggingface_hub.constants
 import pytest
 
 from variants import cache as cache_mod
@@ -53,14 +56,27 @@ def test_library_versions() -> None:
 
 def test_default_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("VARIANTS_CACHE_DIR", str(tmp_path / "explicit"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "hf"))  # read from $HF_HOME at import
     assert default_cache_dir() == tmp_path / "explicit"
     monkeypatch.delenv("VARIANTS_CACHE_DIR")
-    assert default_cache_dir() == tmp_path / "xdg" / "qa-variants"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert default_cache_dir() == tmp_path / "home" / ".cache" / "qa-variants"
+    assert default_cache_dir() == tmp_path / "hf" / "qa-variants"
     assert ArtifactCache().root == default_cache_dir()
+
+
+def test_the_default_follows_hf_home(tmp_path: Path) -> None:
+    """In a fresh interpreter, as a Space sets it: HF_HOME decides, VARIANTS_CACHE_DIR unset."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VARIANTS_CACHE_DIR", "HF_HUB_CACHE")}
+    code = "from variants.cache import default_cache_dir; print(default_cache_dir())"
+    hf_home, root = str(tmp_path / "hf"), Path(__file__).parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "HF_HOME": hf_home},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(out.stdout.strip()) == tmp_path / "hf" / "qa-variants"
 
 
 def test_source_fingerprint(tmp_path: Path) -> None:
@@ -87,6 +103,7 @@ def test_hit_reuses_the_entry(tmp_path: Path) -> None:
     assert manifest["files"]["model.onnx"]["size"] == 700
     assert set(manifest["files"]) == {"model.onnx", "sub/config.json"}
     assert len(manifest["files"]["sub/config.json"]["sha256"]) == 64
+    assert manifest["files"]["model.onnx"]["mtime_ns"] == (entry / "model.onnx").stat().st_mtime_ns
     assert cache.get_or_build("k1", build) == entry
     assert ArtifactCache(tmp_path).get_or_build("k1", build) == entry  # a later start
     assert build.calls == 1
@@ -100,9 +117,10 @@ def test_hit_reuses_the_entry(tmp_path: Path) -> None:
         lambda e: (e / "manifest.json").unlink(),
         lambda e: (e / "manifest.json").write_text("{not json"),
         lambda e: (e / "sub" / "config.json").unlink(),
-        lambda e: (e / "model.onnx").write_text("W" * 700),  # same size, other content: sha256
+        lambda e: rewrite(e / "model.onnx", "W" * 700),  # same size, other content, later mtime: sha256
+        lambda e: (e / "model.onnx").write_bytes(b""),  # half written: size
     ],
-    ids=["truncated", "no-manifest", "bad-manifest", "missing-file", "same-size-change"],
+    ids=["truncated", "no-manifest", "bad-manifest", "missing-file", "same-size-change", "emptied"],
 )
 def test_broken_entry_is_rebuilt(tmp_path: Path, damage, caplog: pytest.LogCaptureFixture) -> None:
     cache, build = ArtifactCache(tmp_path), Builder()
@@ -116,14 +134,38 @@ def test_broken_entry_is_rebuilt(tmp_path: Path, damage, caplog: pytest.LogCaptu
     assert leftovers(tmp_path) == []
 
 
-def test_hash_check_can_be_skipped(tmp_path: Path) -> None:
+def rewrite(path: Path, text: str, mtime_ns: int | None = None) -> None:
+    """Write ``text`` to ``path``, then set its mtime (default: one second later than before)."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text)
+    mtime_ns = before + 1_000_000_000 if mtime_ns is None else mtime_ns
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_a_hit_hashes_only_files_whose_mtime_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build = Builder()
     entry = ArtifactCache(tmp_path).get_or_build("k1", build)
-    (entry / "model.onnx").write_text("W" * 700)  # same size: only the sha256 check notices
-    ArtifactCache(tmp_path, verify_hashes=False).get_or_build("k1", build)
+    hashed: list[str] = []
+    real_sha256 = cache_mod._sha256
+    monkeypatch.setattr(cache_mod, "_sha256", lambda path: hashed.append(path.name) or real_sha256(path))
+    ArtifactCache(tmp_path).get_or_build("k1", build)
+    assert hashed == []  # sizes and mtimes as built: nothing read
+    rewrite(entry / "model.onnx", "weights" * 100)  # the same bytes, a later mtime (a copy without -p)
+    ArtifactCache(tmp_path).get_or_build("k1", build)
+    assert hashed == ["model.onnx"] and build.calls == 1  # hashed, found intact, kept
+    hashed.clear()
+    ArtifactCache(tmp_path, verify_hashes=True).get_or_build("k1", build)
+    assert sorted(hashed) == ["config.json", "model.onnx"] and build.calls == 1  # full check on request
+
+
+def test_a_same_size_same_mtime_change_is_seen_only_by_the_full_check(tmp_path: Path) -> None:
+    """The price of not re-hashing: bit rot that keeps size and mtime needs ``verify_hashes``."""
+    build = Builder()
+    entry = ArtifactCache(tmp_path).get_or_build("k1", build)
+    rewrite(entry / "model.onnx", "W" * 700, mtime_ns=(entry / "model.onnx").stat().st_mtime_ns)
+    ArtifactCache(tmp_path).get_or_build("k1", build)
     assert build.calls == 1
-    (entry / "model.onnx").write_text("W")  # sizes are always checked
-    ArtifactCache(tmp_path, verify_hashes=False).get_or_build("k1", build)
+    ArtifactCache(tmp_path, verify_hashes=True).get_or_build("k1", build)
     assert build.calls == 2
 
 

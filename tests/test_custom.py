@@ -13,6 +13,8 @@ from app_helpers import CONTEXT, MB, MODEL_ID, QUESTION, SMALL, TINY_SETTINGS, F
 from huggingface_hub.errors import RepositoryNotFoundError
 
 import app
+from ui.ask import make_custom_loader, selected_names
+from ui.cards import cards_html
 from variants import custom
 from variants.custom import CustomModelRefused, check_model_id, custom_models_allowed, inspect_model
 from variants.engine import load_engine
@@ -189,7 +191,7 @@ def test_loaded_as_an_extra_variant(checked_hub, baseline_engine) -> None:
 def test_the_app_handler(checked_hub, baseline_engine) -> None:
     engine = baseline_engine
     steps = [("Pruned + ONNX", "pruned-onnx")]
-    load = app.make_custom_loader(engine, steps, 500)
+    load = make_custom_loader(engine, steps, 500)
     status, update = load("../../etc/passwd", ["pruned-onnx"], progress=lambda *_a, **_kw: None)
     assert 'class="qa-notice"' in status and "never file paths" in status
     assert update == gr.skip()  # the checkboxes stay as they are
@@ -197,7 +199,7 @@ def test_the_app_handler(checked_hub, baseline_engine) -> None:
     assert 'class="qa-ok"' in status and MODEL_ID in status
     assert update.choices == [("Pruned + ONNX", "pruned-onnx"), (f"Your model: {MODEL_ID}", "custom")]
     assert update.value == ["pruned-onnx", "custom"]
-    cards = app.cards_html(engine, app.selected_names(engine, update.value), {}, "")
+    cards = cards_html(engine, selected_names(engine, update.value), {}, "")
     assert 'data-variant="custom"' in cards
 
 
@@ -231,12 +233,17 @@ def test_the_ui_is_absent_when_off(tiny_qa_dir: Path, artifacts_dir: Path, tmp_p
 
 def test_the_page_takes_no_file_paths(tiny_qa_dir: Path, artifacts_dir: Path, tmp_path) -> None:
     """Every input of every handler is text, a choice, a number, an example's index or server-side state
-    (and /answer's two strings): nothing names a file."""
+    (and /answer's two strings and optional threshold): nothing names a file."""
     engine = load_engine("embedded", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=artifacts_dir, names=["baseline"])
     demo = app.build_demo(engine, results_dir=tmp_path, allow_custom_models=True)
-    allowed = (gr.Textbox, gr.CheckboxGroup, gr.Slider, gr.State, gr.Dataset)
+    allowed = (gr.Textbox, gr.CheckboxGroup, gr.Radio, gr.Dropdown, gr.Slider, gr.State, gr.Dataset)
     inputs = [block for fn in demo.fns.values() if fn.api_name != "answer" for block in fn.inputs]
     assert inputs and all(isinstance(block, allowed) for block in inputs), {type(b).__name__ for b in inputs}
     api = gr.Blocks.get_api_info(demo)["named_endpoints"]["/answer"]["parameters"]
-    assert [(p["parameter_name"], p["type"]["type"]) for p in api] == [("context", "string"), ("question", "string")]
+    assert [(p["parameter_name"], p["type"].get("type")) for p in api[:2]] == [
+        ("context", "string"),
+        ("question", "string"),
+    ]
+    kinds = {t["type"] for t in api[2]["type"]["anyOf"]}
+    assert api[2]["parameter_name"] == "null_threshold" and kinds == {"number", "string", "null"}
     assert not [b for b in demo.blocks.values() if isinstance(b, (gr.File, gr.UploadButton, gr.FileExplorer))]

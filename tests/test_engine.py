@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -118,7 +117,7 @@ def test_cli_ask_json(tiny_qa_dir, tiny_pruned_dir, tmp_path):
 
 
 @pytest.mark.parametrize("calibrated", [-1e9, 1e9])
-def test_a_models_calibrated_null_threshold_is_applied_unless_the_engine_sets_one(
+def test_the_pipeline_rule_by_default_and_a_models_calibrated_threshold_one_choice_away(
     calibrated, tiny_qa_dir, tiny_pruned_dir, tmp_path
 ):
     folder = tmp_path / "calibrated"
@@ -128,10 +127,39 @@ def test_a_models_calibrated_null_threshold_is_applied_unless_the_engine_sets_on
     overrides = {"baseline": str(folder), "pruned": str(tiny_pruned_dir)}
 
     engine = load_engine("embedded", "cpu", overrides, names=["baseline"], settings=SETTINGS, cache_dir=tmp_path)
-    assert engine.variants["baseline"].settings.null_threshold == calibrated
-    (result,) = engine.ask(QUESTION, CONTEXT)
-    assert (result.answer == "") == (calibrated < 0)  # -1e9: always "no answer"; 1e9: never
+    assert engine.null_threshold == 0.0 and engine.variants["baseline"].settings.null_threshold == 0.0
+    assert engine.calibrated_thresholds() == {"baseline": calibrated}
+    (default,) = engine.ask(QUESTION, CONTEXT)
+    assert default.null_threshold == 0.0
+    # Per call: "calibrated" (-1e9: always "no answer"; 1e9: never), or any number, from the same decoded span.
+    (result,) = engine.ask(QUESTION, CONTEXT, null_threshold="calibrated")
+    assert result.null_threshold == calibrated
+    assert (result.answer == "") == (calibrated < 0)
+    assert (result.answer or result.guess) == (default.answer or default.guess)
+    (never,) = engine.ask(QUESTION, CONTEXT, null_threshold=1e9)
+    (always,) = engine.ask(QUESTION, CONTEXT, null_threshold=-1e9)
+    assert never.answer and not always.answer and always.guess == never.answer
 
-    fixed = replace(SETTINGS, null_threshold=0.0)
-    engine = load_engine("embedded", "cpu", overrides, names=["baseline"], settings=fixed, cache_dir=tmp_path)
-    assert engine.variants["baseline"].settings.null_threshold == 0.0
+    engine = load_engine(
+        "embedded",
+        "cpu",
+        overrides,
+        names=["baseline"],
+        settings=SETTINGS,
+        cache_dir=tmp_path,
+        null_threshold="calibrated",
+    )
+    assert engine.variants["baseline"].settings.null_threshold == calibrated
+    assert engine.threshold_for("baseline", 0.5) == 0.5
+
+
+def test_repeats_time_each_variant_k_times_after_one_untimed_run(engine):
+    results = engine.ask(QUESTION, CONTEXT, repeats=3)
+    baseline = next(r for r in results if r.variant == "baseline")
+    for r in results:
+        assert r.error is None and len(r.latency_runs) == 3
+        assert r.latency_min_ms <= r.latency_ms <= r.latency_max_ms
+        assert r.latency_ms == pytest.approx(sorted(r.latency_runs)[1], abs=0.01)  # the median of 3
+        assert r.speedup == pytest.approx(baseline.latency_ms / r.latency_ms)
+    with pytest.raises(ValueError, match="repeats"):
+        engine.ask(QUESTION, CONTEXT, repeats=0)

@@ -89,3 +89,44 @@ def test_percentiles(load_test) -> None:
     assert load_test.percentile([5.0], 95) == 5.0
     assert load_test.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert load_test.percentile(list(range(1, 101)), 95) == pytest.approx(95.05)
+
+
+def load_soak():
+    spec = importlib.util.spec_from_file_location("soak", ROOT / "scripts" / "soak.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_soak_inputs_mix_paragraphs_and_articles() -> None:
+    soak = load_soak()
+    pairs = soak.mixed_pairs(40)
+    assert len(pairs) == 40 and len(set(pairs)) == 40
+    long = pairs[soak.LONG_EVERY - 1 :: soak.LONG_EVERY]
+    short = [p for i, p in enumerate(pairs) if i % soak.LONG_EVERY != soak.LONG_EVERY - 1]
+    assert all("\n" in c and len(c) <= soak.LONG_MAX_CHARS for _, c in long)
+    assert max(len(c) for _, c in short) < min(len(c) for _, c in long)
+    mix = soak.length_mix(pairs)
+    assert mix["pairs"] == 40 and mix["context_chars"]["max"] == max(len(c) for _, c in pairs)
+
+
+def test_small_soak(engine_for_soak, tmp_path) -> None:
+    """The soak script against the app on the tiny models: samples every few requests and a growth figure."""
+    soak = load_soak()
+    demo = app.build_demo(engine_for_soak, results_dir=tmp_path)
+    out = tmp_path / "soak.json"
+    argv = ["--clients", "2", "--requests", "12", "--every", "4", "--warmup", "4", "--pairs", "8"]
+    with running(demo) as url:
+        soak.main(["--url", url, "--pid", str(os.getpid()), "--out", str(out), "--label", "tiny", *argv])
+    record = json.loads(out.read_text(encoding="utf-8"))
+    run = record["modes"]["tiny"]
+    assert run["errors"] == 0 and run["completed"] == 12 and not run["timed_out"], run
+    assert [s["requests"] for s in run["samples"]] == [0, 4, 8, 12]
+    assert run["rss_after_warmup_mb"] == run["samples"][1]["rss_mb"] > 0
+    assert run["rss_growth_mb"] == round(run["samples"][-1]["rss_mb"] - run["samples"][1]["rss_mb"], 1)
+    assert record["inputs"]["pairs"] == 8 and {"cpu", "cores"} <= set(record["hardware"])
+
+
+@pytest.fixture
+def engine_for_soak(tiny_qa_dir, tiny_pruned_dir, artifacts_dir):
+    return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))

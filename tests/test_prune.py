@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
 from conftest import PRUNED_HEADS, PRUNED_NEURONS, zero_out
-from transformers import AutoModelForQuestionAnswering
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants import prune
 
@@ -34,10 +35,10 @@ def test_compaction_removes_zeroed_structure_and_keeps_outputs(tiny_pruned_dir, 
     for idx, dead in PRUNED_NEURONS.items():
         assert layers[idx].intermediate.dense.out_features == 64 - len(dead)
         assert layers[idx].output.dense.in_features == 64 - len(dead)
-    assert layers[0].attention.self.num_attention_heads == 2
+    assert [prune.head_count(layer) for layer in layers] == [2, 3]  # uneven head counts
     assert report.params_after < report.params_before
     for a, b in zip(before, after, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
 def test_compaction_of_an_unpruned_model_changes_nothing(tiny_qa_dir, ids):
@@ -62,19 +63,43 @@ def test_constant_contributions_are_folded_into_the_bias(tiny_qa_dir, ids):
     assert report.heads_removed == {0: [0]}
     assert report.ffn_kept[0] == 54
     for a, b in zip(before, after, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
-def test_a_layer_with_every_head_zeroed_keeps_one(tiny_qa_dir, ids):
+def test_a_layer_with_every_head_zeroed_loses_them_all(tiny_qa_dir, ids):
+    """Its attention output is then the output projection's bias (through the residual LayerNorm)."""
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
-    zero_out(model, {1: [0, 1, 2, 3]}, {1: list(range(64))})
+    with torch.no_grad():
+        zero_out(model, {1: [0, 1, 2, 3]}, {1: list(range(64))})
+        prune.encoder_layers(model)[1].attention.self.value.bias.fill_(0.3)  # a constant to fold in
     before = logits(model, ids)
-    prune.compact(model)
+    report = prune.compact(model)
     layer = prune.encoder_layers(model)[1]
-    assert layer.attention.self.num_attention_heads == 1
+    assert report.heads_removed[1] == [0, 1, 2, 3]
+    assert isinstance(layer.attention.self, prune.NoHeads)
+    assert layer.attention.output.dense.in_features == 0
     assert layer.intermediate.dense.out_features == 1
     for a, b in zip(before, logits(model, ids), strict=True):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_a_compacted_model_with_a_headless_layer_exports_to_onnx(tiny_qa_dir, tmp_path):
+    """Uneven heads (3, 0) and FFN compaction: the ONNX graph, and its ORT-optimized form, give the same logits."""
+    # optimum-onnx 0.1 pins transformers < 4.58: on transformers 5 there is no export path to test yet.
+    export = pytest.importorskip("variants.export", reason="optimum-onnx does not import here", exc_type=ImportError)
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    with torch.no_grad():
+        zero_out(model, {0: [2], 1: [0, 1, 2, 3]}, {0: list(range(0, 64, 3)), 1: list(range(10, 64))})
+    prune.compact(model)
+    assert [prune.head_count(layer) for layer in prune.encoder_layers(model)] == [3, 0]
+    exported = export.export_onnx(model, AutoTokenizer.from_pretrained(tiny_qa_dir), tmp_path / "export")
+    optimized = export.optimize_onnx(exported, tmp_path / "optimize", for_gpu=False)
+    feed = export.dummy_inputs(exported)
+    with torch.no_grad():
+        out = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+    expected = [out.start_logits.numpy(), out.end_logits.numpy()]
+    assert export.max_abs_diff(expected, export.run_cpu(exported, feed)) < 1e-5
+    assert export.max_abs_diff(expected, export.run_cpu(optimized, feed)) < 1e-4
 
 
 def test_pruned_model_expands_to_dense_and_compacts_back(tiny_qa_dir, ids):
@@ -83,16 +108,16 @@ def test_pruned_model_expands_to_dense_and_compacts_back(tiny_qa_dir, ids):
     keep = {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)}
     for idx, k in keep.items():
         prune.prune_ffn(prune.encoder_layers(small)[idx], k)
-    prune.prune_heads(small, {0: [1, 2], 1: [3]})
+    prune.prune_heads(small, {0: [1, 2], 1: [0, 1, 2, 3]})  # layer 1 loses every head
     expected = logits(small, ids)
 
     stored = prune.expand_to_dense(small, dense, keep)
-    assert stored.config.pruned_heads == {}
+    assert not getattr(stored.config, "pruned_heads", None)
     assert prune.count_parameters(stored) == prune.count_parameters(dense)
     for a, b in zip(expected, logits(stored, ids), strict=True):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     report = prune.compact(stored)
-    assert report.heads_removed == {0: [1, 2], 1: [3]}
+    assert report.heads_removed == {0: [1, 2], 1: [0, 1, 2, 3]}
     assert prune.count_parameters(stored) == prune.count_parameters(small)
 
 
@@ -100,12 +125,14 @@ def test_prune_heads_takes_current_indices_repeatedly(tiny_qa_dir):
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)
     prune.prune_heads(model, {0: [0]})
     prune.prune_heads(model, {0: [0]})  # now the original head 1
-    assert model.config.pruned_heads == {0: [0, 1]}
-    assert prune.encoder_layers(model)[0].attention.self.num_attention_heads == 2
+    layer = prune.encoder_layers(model)[0]
+    assert prune.removed_heads(layer) == {0, 1}
+    assert prune.head_count(layer) == 2
+    assert layer.attention.self.query.out_features == 2 * layer.attention.self.attention_head_size
 
 
 def test_importance_scores_and_selection(tiny_qa_dir):
-    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager")
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)  # any attention implementation
     gen = torch.Generator().manual_seed(0)
     batches = [
         {
@@ -116,8 +143,11 @@ def test_importance_scores_and_selection(tiny_qa_dir):
         }
         for _ in range(2)
     ]
+    with torch.no_grad():
+        zero_out(model, {1: [2]}, {})  # a head that contributes nothing scores zero
     imp = prune.score_importance(model, batches)
     assert imp.heads.shape == (2, 4)
+    assert imp.heads[1, 2] == 0 and torch.all(imp.heads[0] > 0)
     assert [len(n) for n in imp.neurons] == [64, 64]
     assert torch.all(imp.heads >= 0)
 
@@ -134,3 +164,25 @@ def test_importance_scores_and_selection(tiny_qa_dir):
 def test_non_bert_models_get_a_clear_error():
     with pytest.raises(TypeError, match="not a BERT-family encoder"):
         prune.encoder_layers(torch.nn.Linear(2, 2))
+
+
+def test_head_scores_equal_the_head_mask_gradient_where_transformers_still_has_it(tiny_qa_dir):
+    """The gate on each head's context has the gradient transformers 4.x's head mask had (it scaled the
+    attention probabilities, so the context too): the same scores as the old code, without it."""
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager").eval()
+    if "head_mask" not in inspect.signature(model.forward).parameters:
+        pytest.skip("this transformers has no head mask to compare with")
+    gen = torch.Generator().manual_seed(1)
+    batch = {
+        "input_ids": torch.randint(5, 60, (3, 20), generator=gen),
+        "attention_mask": torch.ones(3, 20, dtype=torch.long),
+        "start_positions": torch.randint(0, 20, (3,), generator=gen),
+        "end_positions": torch.randint(0, 20, (3,), generator=gen),
+    }
+    mask = torch.ones(2, 4, requires_grad=True)
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], head_mask=mask)
+    prune._qa_loss(out, batch).backward()
+    expected = mask.grad.abs()
+    expected = expected / expected.norm(dim=1, keepdim=True)
+    model.zero_grad()
+    torch.testing.assert_close(prune.score_importance(model, [batch]).heads, expected, atol=1e-6, rtol=1e-4)

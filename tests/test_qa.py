@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-from variants.qa import DecodeSettings, InputError, answer, answer_pairs, tokenize, with_null_decision
+from variants.qa import (
+    DecodeSettings,
+    InputError,
+    answer,
+    answer_pairs,
+    parse_null_threshold,
+    resolve_null_threshold,
+    tokenize,
+    with_null_decision,
+)
 from variants.runtime import TorchQAModel
 
 FILLER = "the city of rome was founded in the year one and it is the capital of italy . "
@@ -78,6 +87,21 @@ def test_deciding_later_gives_the_answers_of_decoding_at_a_threshold(tokenizer):
         for threshold in (-20.0, 0.0, 7.9, 8.1, 20.0):
             decided = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=threshold))
             assert with_null_decision(spans, threshold) == decided
+            # An answer already decided (e.g. at the engine's threshold) is decided again from its guess.
+            for earlier in (-20.0, 20.0):
+                at_earlier = answer(model, tokenizer, "where ?", context, DecodeSettings(null_threshold=earlier))
+                assert with_null_decision(at_earlier, threshold) == decided
+
+
+def test_threshold_modes_parse_from_text():
+    assert parse_null_threshold("0") == 0.0 and parse_null_threshold(" -4.5 ") == -4.5
+    assert parse_null_threshold("Calibrated") == "calibrated" and parse_null_threshold(2) == 2.0
+    for bad in ("", "auto", "nan"):
+        with pytest.raises(ValueError, match="null threshold"):
+            parse_null_threshold(bad)
+    assert resolve_null_threshold("calibrated", -6.5) == -6.5
+    assert resolve_null_threshold("calibrated", None) == 0.0  # a model without one: the pipeline rule
+    assert resolve_null_threshold(1.5, -6.5) == 1.5
 
 
 def test_answers_widen_to_whole_words(tokenizer):

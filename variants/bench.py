@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
+import logging
 import os
 import platform
 import random
@@ -37,23 +37,30 @@ from variants.measure import (
     seq_len_sweep,
     summarize,
 )
-from variants.qa import DecodeSettings, answer_pairs
-from variants.results import RESULTS_DIR, SCHEMA_VERSION, current_hardware, hardware_slug, records_to_frame
+from variants.qa import DecodeSettings, NullThreshold, answer_pairs, parse_null_threshold, says_answer
+from variants.record import PEER, AccuracyView, LatencyStats, Record, VariantEntry
+from variants.results import RESULTS_DIR, current_hardware, hardware_slug
 from variants.spec import ASSETS
 from variants.squad import QAExample, load_squad, normalize_answer, squad_v2_scores
+
+log = logging.getLogger("variants.bench")
 
 DEFAULT_DATA = ASSETS / "data" / "squad_v2_dev_sample.json"
 SEQ_LENS = (32, 64, 128, 256, 384)
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
-PEER = "peer"
 METHOD = {
-    "accuracy": "official SQuAD v2 metric (percent); answers from the engine's decoding, questions batched",
+    "accuracy": "official SQuAD v2 metric (percent); answers from the engine's decoding, questions batched. "
+    "Each question is decoded once, keeping its best span and ln(null score / span score); three views decide "
+    "from those: 'pipeline' at null threshold 0 (transformers' pipeline rule, what the app does), 'best' at the "
+    "threshold that maximizes F1 on these questions (official best_f1 search; HasAns/NoAns at that threshold), "
+    "'calibrated' at the model's own threshold from its config.json (none for a model without one). The peer "
+    "has the pipeline view only: the pipeline returns no null score beside a span, and has no threshold to set",
     "latency_ms": "batch 1, one question end to end (tokenize, every window, decode: what Engine.answer_one "
     "times) after warm-up; time.perf_counter. Variants take turns in rounds of latency_round questions, each "
     "turn after one untimed question (the first call after another backend ran is slower)",
     "throughput_qps": "1000 / mean batch-1 latency; peak_throughput_qps: the best of the batch sweep",
     "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant",
-    "agreement_with_baseline": "share of questions whose normalized answer equals the baseline's",
+    "agreement_with_baseline": "share of questions whose normalized answer (at threshold 0) equals the baseline's",
     "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
     "5 runs each (after one untimed run), so load from elsewhere falls on all of them alike",
     "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit",
@@ -61,31 +68,6 @@ METHOD = {
     "(the whole process, with every variant loaded); on CUDA torch's peak allocation (PyTorch "
     "tensors only) and NVML's used device memory (all processes)",
 }
-ENTRY_KEYS = (
-    "variant",
-    "label",
-    "headline",
-    "backend",
-    "device",
-    "provider",
-    "dtype",
-    "size_mb",
-    "parameters",
-    "null_threshold",
-    "load_seconds",
-    "accuracy",
-    "latency_ms",
-    "throughput_qps",
-    "peak_throughput_qps",
-    "speedup_vs_baseline",
-    "speedup_vs_peer",
-    "agreement_with_baseline",
-    "seq_len_sweep",
-    "batch_sweep",
-    "memory",
-    "notes",
-    "error",
-)
 
 
 @dataclass
@@ -109,8 +91,8 @@ class Runner:
     """Something that answers questions (a loaded variant, or the peer) and the record entry it fills."""
 
     name: str
-    answer: Answerer
-    entry: dict[str, Any]
+    answer: Answerer  # (text, ln(null/span) or None) per pair; engine variants give the undecided best span
+    entry: VariantEntry
     model: Any = None  # a variants.runtime.QAModel, for the sequence-length sweep
     tokenizer: Any = None
 
@@ -172,10 +154,15 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
     )
     peer = None if args.no_peer else peer_runner(engine, args)
     record = benchmark(engine, examples, options, data, peer=peer, progress=progress)
-    json_path, csv_path = save_record(record, args.out)
-    print(summary_table(record))
+    json_path, csv_path = record.save(args.out)
+    print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0))))
     print(f"\nwrote {json_path}\n      {csv_path}")
-    return 1 if any(v.get("error") for v in record["variants"]) else 0
+    return 1 if any(v.error for v in record.variants) else 0
+
+
+def _view_for(mode: NullThreshold) -> str:
+    """The accuracy view the summary shows for a threshold mode (every view is in the record)."""
+    return "calibrated" if parse_null_threshold(mode) == "calibrated" else "pipeline"
 
 
 # --- data and environment ---------------------------------------------------------------------------
@@ -240,9 +227,7 @@ def _settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
         "max_length": settings.max_length,
         "stride": settings.stride,
         "max_answer_length": settings.max_answer_length,
-        "null_threshold": "per model (calibrated, in its config.json; 0 without)"
-        if settings.null_threshold is None
-        else settings.null_threshold,
+        "null_thresholds": "every view is measured: 0 (pipeline), best on these questions, each model's calibrated",
         "window_batch_size": settings.batch_size,
         "threads": threads,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(options).items()},
@@ -252,42 +237,40 @@ def _settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
 # --- runners ----------------------------------------------------------------------------------------
 
 
-def _entry(variant: str, label: str, **info: Any) -> dict[str, Any]:
-    """A record entry with every key present (None or empty until measured)."""
-    entry: dict[str, Any] = dict.fromkeys(ENTRY_KEYS)
-    entry.update(variant=variant, label=label, headline=False, seq_len_sweep=[], batch_sweep=[], memory={}, notes=[])
-    entry.update(info)
-    return entry
-
-
-def variant_runners(engine: Any) -> tuple[list[Runner], list[dict[str, Any]]]:
+def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
     """A runner per loaded variant, and an entry per variant (one that failed to load carries its error)."""
     runners, entries = [], []
     for loaded in engine.loaded:
         spec = loaded.spec
-        entry = _entry(
+        entry = VariantEntry(
             spec.name,
             spec.label,
             headline=spec.headline,
             backend=spec.backend,
             load_seconds=round(loaded.load_seconds, 3),
+            calibrated_threshold=loaded.calibrated_threshold,
+            latency_only=bool(getattr(spec, "latency_only", False)),
             error=None if loaded.ok else loaded.error or "not loaded",
         )
         entries.append(entry)
         if loaded.ok:
             model, tokenizer = loaded.model, loaded.tokenizer
-            entry.update({k: v for k, v in model.describe().items() if k != "notes"}, notes=list(model.notes))
-            settings = loaded.settings or engine.settings
-            entry["null_threshold"] = settings.null_threshold
-            answer = _engine_answerer(model, tokenizer, settings)
+            info = model.describe()
+            entry.device, entry.provider, entry.dtype = info["device"], info["provider"], info["dtype"]
+            entry.size_mb, entry.parameters, entry.notes = info["size_mb"], info["parameters"], list(info["notes"])
+            answer = _engine_answerer(model, tokenizer, loaded.settings or engine.settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer))
     return runners, entries
 
 
 def _engine_answerer(model: Any, tokenizer: Any, settings: DecodeSettings) -> Answerer:
+    """The engine's decoding, undecided: each pair's best span and ln(null / span), from which the accuracy
+    views decide at any threshold (the decision itself is one comparison: see ``qa.says_answer``)."""
+    spans = replace(settings, handle_impossible=False)
+
     def answer(pairs: list[tuple[str, str]], batch: int = 1) -> list[tuple[str, float | None]]:
         # At batch 1 this is the very call Engine.answer_one times; larger batches may put more windows in a pass.
-        use = settings if batch <= settings.batch_size else replace(settings, batch_size=batch)
+        use = spans if batch <= spans.batch_size else replace(spans, batch_size=batch)
         return [(a.text, a.null_margin) for a in answer_pairs(model, tokenizer, pairs, use)]
 
     return answer
@@ -309,7 +292,7 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
     """transformers' ``pipeline("question-answering", handle_impossible_answer=True)`` on the baseline model.
 
     Same device, FP32, and the engine's window and answer-length limits. The pipeline gives the null
-    score only when the null answer wins, so the peer has no best-threshold scores. If it cannot
+    score only when the null answer wins, so the peer has the pipeline view only. If it cannot
     load, the returned entry carries the error.
     """
     label = "transformers pipeline (PyTorch FP32)"
@@ -322,7 +305,7 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
         pipe = pipeline("question-answering", model=path, tokenizer=path, device=engine.device, dtype=torch.float32)
         load_seconds = time.perf_counter() - started
     except Exception as exc:
-        return _entry(PEER, label, backend="transformers-pipeline", error=describe(exc))
+        return VariantEntry(PEER, label, backend="transformers-pipeline", error=describe(exc))
     s = engine.settings
     kwargs = {
         "handle_impossible_answer": True,
@@ -336,10 +319,10 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
             out = [pipe(question=pairs[0][0], context=pairs[0][1], **kwargs)]
         else:
             out = pipe(question=[q for q, _ in pairs], context=[c for _, c in pairs], batch_size=batch, **kwargs)
-        return [(o["answer"], None if o["answer"] else o["score"]) for o in out]
+        return [(o["answer"], None) for o in out]  # decided by the pipeline itself, at its threshold 0
 
     first = next(pipe.model.parameters())
-    entry = _entry(
+    entry = VariantEntry(
         PEER,
         label,
         backend="transformers-pipeline",
@@ -357,25 +340,62 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
 # --- accuracy and comparisons -----------------------------------------------------------------------
 
 
-def score(examples: list[QAExample], preds: dict[str, str], na_probs: dict[str, float]) -> dict[str, Any]:
-    """SQuAD v2 scores of the answered questions; best-threshold ones only if each has a null probability."""
-    answered = [e for e in examples if e.id in preds]
-    result = squad_v2_scores(answered, preds, na_probs if len(na_probs) == len(preds) else None).as_dict()
-    return {k: round(v, 6 if k.endswith("thresh") else 3) if isinstance(v, float) else v for k, v in result.items()}
+def decisions(spans: dict[str, str], margins: dict[str, float], threshold: float) -> dict[str, str]:
+    """Each question's answer at ``threshold``: its span where the span stands, else "" (no answer)."""
+    return {q: text if text and says_answer(margins[q], threshold) else "" for q, text in spans.items()}
 
 
-def measure_accuracy(runner: Runner, examples: list[QAExample], batch: int) -> tuple[dict[str, Any], dict[str, str]]:
-    """SQuAD v2 scores over ``examples`` answered ``batch`` at a time, and the answers by question id."""
+def accuracy_views(
+    examples: list[QAExample],
+    spans: dict[str, str],
+    margins: dict[str, float] | None,
+    calibrated: float | None,
+) -> dict[str, AccuracyView | None]:
+    """The three accuracy views from one decoding pass: ``spans`` (question id -> best span, undecided)
+    and ``margins`` (question id -> ln(null / span)). Without margins the answers are already decided
+    (the pipeline peer): the pipeline view only."""
+    answered = [e for e in examples if e.id in spans]
+    if margins is None:
+        return {"pipeline": _view(answered, spans, 0.0), "best": None, "calibrated": None}
+    best = squad_v2_scores(answered, spans, margins)
+    threshold = best.best_f1_thresh
+    if threshold is not None and margins and best.best_f1 == 100.0 * best.no_ans_total / max(1, best.total):
+        # The official search starts from "no answer" everywhere and reports threshold 0 when nothing beats
+        # it; the threshold that gives those decisions is below every margin.
+        threshold = min(margins.values()) - 1.0
+
+    def at(t: float | None) -> AccuracyView | None:
+        return None if t is None else _view(answered, decisions(spans, margins, t), t)
+
+    return {"pipeline": at(0.0), "best": at(threshold), "calibrated": at(calibrated)}
+
+
+def _view(examples: list[QAExample], preds: dict[str, str], threshold: float) -> AccuracyView:
+    return AccuracyView.from_scores(squad_v2_scores(examples, preds).as_dict(), threshold)
+
+
+def measure_accuracy(runner: Runner, examples: list[QAExample], batch: int) -> tuple[dict[str, str], dict[str, float]]:
+    """Each question's answer (the undecided span, for engine variants) and ln(null / span) where known,
+    ``batch`` questions per call."""
     preds: dict[str, str] = {}
-    na_probs: dict[str, float] = {}
+    margins: dict[str, float] = {}
     for lo in range(0, len(examples), batch):
         chunk = examples[lo : lo + batch]
         answers = runner.answer([(e.question, e.context) for e in chunk], batch)
-        for e, (text, na_prob) in zip(chunk, answers, strict=True):
+        for e, (text, margin) in zip(chunk, answers, strict=True):
             preds[e.id] = text
-            if na_prob is not None:
-                na_probs[e.id] = na_prob
-    return score(examples, preds, na_probs), preds
+            if margin is not None:
+                margins[e.id] = margin
+    return preds, margins
+
+
+def fill_accuracy(
+    entry: VariantEntry, examples: list[QAExample], preds: dict[str, str], margins: dict[str, float]
+) -> dict[str, str]:
+    """Set the entry's three views; returns its answers at threshold 0 (for agreement with the baseline)."""
+    known = margins if preds and len(margins) == len(preds) else None
+    entry.accuracy = accuracy_views(examples, preds, known, entry.calibrated_threshold)
+    return decisions(preds, known, 0.0) if known is not None else preds
 
 
 def agreement(preds: dict[str, str], reference: dict[str, str]) -> float | None:
@@ -386,26 +406,26 @@ def agreement(preds: dict[str, str], reference: dict[str, str]) -> float | None:
     return round(sum(normalize_answer(preds[q]) == normalize_answer(reference[q]) for q in common) / len(common), 4)
 
 
-def compare(entries: list[dict[str, Any]], peer: dict[str, Any] | None, preds: dict[str, dict[str, str]]) -> None:
+def compare(entries: list[VariantEntry], peer: VariantEntry | None, preds: dict[str, dict[str, str]]) -> None:
     """Fill in the speedups (p50 ratios) over the baseline and the peer, and agreement with the baseline."""
 
-    def p50(entry: dict | None) -> float | None:
-        return ((entry or {}).get("latency_ms") or {}).get("p50")
+    def p50(entry: VariantEntry | None) -> float | None:
+        return entry.latency_ms.p50 if entry is not None and entry.latency_ms else None
 
-    base_p50 = p50(next((e for e in entries if e["variant"] == "baseline"), None))
+    base_p50 = p50(next((e for e in entries if e.variant == "baseline"), None))
     peer_p50 = p50(peer)
     for entry in [*entries, *([peer] if peer else [])]:
         own = p50(entry)
         if own:
-            entry["speedup_vs_baseline"] = round(base_p50 / own, 3) if base_p50 else None
-            entry["speedup_vs_peer"] = round(peer_p50 / own, 3) if peer_p50 else None
-        if entry["variant"] in preds and "baseline" in preds:
-            entry["agreement_with_baseline"] = agreement(preds[entry["variant"]], preds["baseline"])
+            entry.speedup_vs_baseline = round(base_p50 / own, 3) if base_p50 else None
+            entry.speedup_vs_peer = round(peer_p50 / own, 3) if peer_p50 else None
+        if entry.variant in preds and "baseline" in preds:
+            entry.agreement_with_baseline = agreement(preds[entry.variant], preds["baseline"])
 
 
-def _fill_latency(entry: dict[str, Any], timing: Timing) -> None:
-    entry["latency_ms"] = summarize(timing.times_ms)
-    entry["throughput_qps"] = round(1000 / entry["latency_ms"]["mean"], 2) if timing.times_ms else None
+def _fill_latency(entry: VariantEntry, timing: Timing) -> None:
+    entry.latency_ms = LatencyStats.from_dict(summarize(timing.times_ms))
+    entry.throughput_qps = round(1000 / entry.latency_ms.mean, 2) if timing.times_ms else None
 
 
 # --- the runs ---------------------------------------------------------------------------------------
@@ -416,9 +436,9 @@ def benchmark(
     examples: list[QAExample],
     options: Options | None = None,
     data: dict[str, Any] | None = None,
-    peer: Runner | dict[str, Any] | None = None,
+    peer: Runner | VariantEntry | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> Record:
     """Measure every variant of ``engine`` (and ``peer``) on ``examples``; returns the record.
 
     A variant that fails (to load, or while measured) keeps its error; the others are measured.
@@ -442,46 +462,52 @@ def benchmark(
         entry, timing = runner.entry, timings[runner.name]
         step = _scaled(progress, 0.3 + 0.6 * i / len(runners), 0.6 / len(runners))
         if timing.error:
-            entry["error"] = timing.error
+            entry.error = timing.error
             continue
         _fill_latency(entry, timing)
         probe.reset()
         try:
             step(0.0, f"{runner.name}: accuracy on {len(examples)} questions")
-            entry["accuracy"], preds[runner.name] = measure_accuracy(runner, examples, options.accuracy_batch)
+            answers, margins = measure_accuracy(runner, examples, options.accuracy_batch)
+            preds[runner.name] = fill_accuracy(entry, examples, answers, margins)
             if not options.skip_sweeps and runner.model is not None:
                 step(0.5, f"{runner.name}: batch-size sweep")
-                entry["batch_sweep"] = batch_sweep(
+                entry.batch_sweep = batch_sweep(
                     runner.answer, examples, options.batch_sizes, options.sweep_questions, options.sort_by_length
                 )
-                rates = [row["throughput_qps"] for row in entry["batch_sweep"] if "throughput_qps" in row]
-                entry["peak_throughput_qps"] = max(rates, default=None)
+                rates = [row["throughput_qps"] for row in entry.batch_sweep if "throughput_qps" in row]
+                entry.peak_throughput_qps = max(rates, default=None)
         except Exception as exc:
             free_gpu()
-            entry["error"] = describe(exc)
-        entry["memory"] = probe.read()
+            entry.error = describe(exc)
+        entry.memory = probe.read()
     if not options.skip_sweeps:
         progress(0.9, "sequence-length sweep, all variants taking turns")
-        models = {r.name: (r.model, r.tokenizer) for r in runners if r.model is not None and not r.entry.get("error")}
+        models = {r.name: (r.model, r.tokenizer) for r in runners if r.model is not None and not r.entry.error}
         for name, rows in seq_len_sweep(models, options.seq_lens, options.runs).items():
-            next(r.entry for r in runners if r.name == name)["seq_len_sweep"] = rows
+            next(r.entry for r in runners if r.name == name).seq_len_sweep = rows
     compare(entries, peer_entry, preds)
     progress(1.0, "done")
     return make_record(engine, entries, peer_entry, data or _counts(examples), options, created, after_load)
 
 
+QUICK_QUESTIONS = 50
+
+
 def quick_benchmark(
     engine: Any,
     examples: list[QAExample],
-    n: int,
+    n: int = QUICK_QUESTIONS,
     progress: Progress | None = None,
     out: str | Path | None = None,
-) -> dict[str, Any]:
-    """A small fresh run for the app: accuracy and batch-1 latency on ``n`` questions drawn at random.
+) -> Record:
+    """A small fresh run for the app: accuracy (all three views) and batch-1 latency on ``n`` questions
+    drawn at random (50 by default; :attr:`Record.noisy` says when that is too few to compare F1).
 
     No sweeps and no peer. Each question is answered once per variant at batch 1, after one warm-up
-    question; those answers are scored. Returns a record of the usual shape (``kind`` "quick"),
-    written to the folder ``out`` only if given. ``progress(fraction, message)`` after each question.
+    question; those answers are scored. Returns a record of kind "quick" with its sample size in
+    ``data``, meant to sit beside the stored records (written to the folder ``out`` only if given).
+    ``progress(fraction, message)`` after each question.
     """
     created = datetime.now(UTC)
     # A fixed-seed draw across the whole sample: the first n questions would cover one or two articles.
@@ -492,16 +518,17 @@ def quick_benchmark(
     for runner in runners:
         entry, timing = runner.entry, timings[runner.name]
         if timing.error:
-            entry["error"] = timing.error
+            entry.error = timing.error
             continue
         _fill_latency(entry, timing)
-        entry["accuracy"] = score(examples, timing.preds, timing.na_probs) if timing.preds else None
-        preds[runner.name] = timing.preds
+        if timing.preds:
+            preds[runner.name] = fill_accuracy(entry, examples, timing.preds, timing.na_probs)
     compare(entries, None, preds)
     options = Options(len(examples), warmup=1, runs=0, seq_lens=(), batch_sizes=(), skip_sweeps=True, accuracy_batch=1)
-    record = make_record(engine, entries, None, _counts(examples), options, created, kind="quick")
+    data = {"file": None, "sample": f"{len(examples)} questions drawn at random (seed 0)", **_counts(examples)}
+    record = make_record(engine, entries, None, data, options, created, kind="quick")
     if out is not None:
-        save_record(record, out)
+        record.save(out)
     if progress:
         progress(1.0, "done")
     return record
@@ -509,82 +536,65 @@ def quick_benchmark(
 
 def make_record(
     engine: Any,
-    entries: list[dict[str, Any]],
-    peer: dict[str, Any] | None,
+    entries: list[VariantEntry],
+    peer: VariantEntry | None,
     data: dict[str, Any],
     options: Options,
     created: datetime,
     memory_after_load: dict[str, Any] | None = None,
     kind: str = "full",
-) -> dict[str, Any]:
+) -> Record:
     """The record: where, when and how it was measured, then one entry per variant and the peer's."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "preset": engine.preset,
-        "created": created.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "device": engine.device,
-        "hardware": current_hardware(),
-        "versions": library_versions(),
-        "data": data,
-        "settings": _settings(engine.settings, options),
-        "method": METHOD,
-        "notice": engine.notice or None,
-        "memory_after_load": memory_after_load,
-        "variants": entries,
-        "peer": peer,
-    }
+    return Record(
+        preset=engine.preset,
+        created=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        device=engine.device,
+        variants=entries,
+        peer=peer,
+        kind=kind,
+        hardware=current_hardware(),
+        versions=library_versions(),
+        data=data,
+        settings=_settings(engine.settings, options),
+        method=METHOD,
+        notice=engine.notice or None,
+        memory_after_load=memory_after_load,
+    )
 
 
 # --- output -------------------------------------------------------------------------------------------
 
 
-def record_name(record: dict[str, Any]) -> str:
-    """``<preset>-<device>-<hardware>-<UTC timestamp>``, e.g. ``embedded-cpu-intel-xeon-20260101T120000Z``."""
-    device = "cuda" if record["device"].startswith("cuda") else "cpu"
-    stamp = record["created"].replace("-", "").replace(":", "")
-    return f"{record['preset']}-{device}-{hardware_slug(record['hardware'], record['device'])}-{stamp}"
-
-
-def save_record(record: dict[str, Any], folder: str | Path) -> tuple[Path, Path]:
-    """Write ``<name>.json`` and ``<name>.csv`` (one row per variant, and the peer) into ``folder``."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    name = record_name(record)
-    json_path, csv_path = folder / f"{name}.json", folder / f"{name}.csv"
-    json_path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    records_to_frame([{**record, "_file": json_path.name}]).to_csv(csv_path, index=False)
-    return json_path, csv_path
-
-
-def summary_table(record: dict[str, Any]) -> str:
-    """A plain-text table of the headline numbers, one line per variant and the peer."""
+def summary_table(record: Record, view: str = "pipeline") -> str:
+    """A plain-text table of the headline numbers, one line per variant and the peer, accuracy of ``view``."""
 
     def fmt(value: Any, spec: str) -> str:
         return f"{'-':>8}" if value is None else format(value, spec)
 
-    columns = ("F1", "EM", "p50 ms", "p90 ms", "p99 ms", "q/s", "MB", "x base", "x peer", "agree")
+    columns = ("F1", "EM", "HasAns", "NoAns", "p50 ms", "p90 ms", "p99 ms", "q/s", "MB", "x base", "x peer", "agree")
     lines = [
-        f"{record['preset']} on {record['device']} ({hardware_slug(record['hardware'], record['device'])}), "
-        f"{record['data'].get('n_questions')} questions",
+        f"{record.preset} on {record.device} ({hardware_slug(record.hardware, record.device)}), "
+        f"{record.n_questions} questions; accuracy view '{view}'",
         f"{'variant':<26}" + "".join(f"{c:>8}" for c in columns),
     ]
-    for e in [*record["variants"], *([record["peer"]] if record.get("peer") else [])]:
-        acc, lat = e.get("accuracy") or {}, e.get("latency_ms") or {}
+    for e in record.entries:
+        acc, lat = e.view(view), e.latency_ms
         values = (
-            (acc.get("f1"), "8.2f"),
-            (acc.get("exact"), "8.2f"),
-            (lat.get("p50"), "8.2f"),
-            (lat.get("p90"), "8.2f"),
-            (lat.get("p99"), "8.2f"),
-            (e.get("throughput_qps"), "8.1f"),
-            (e.get("size_mb"), "8.1f"),
-            (e.get("speedup_vs_baseline"), "8.2f"),
-            (e.get("speedup_vs_peer"), "8.2f"),
-            (e.get("agreement_with_baseline"), "8.3f"),
+            (acc and acc.f1, "8.2f"),
+            (acc and acc.exact, "8.2f"),
+            (acc and acc.has_ans_f1, "8.2f"),
+            (acc and acc.no_ans_f1, "8.2f"),
+            (lat and lat.p50, "8.2f"),
+            (lat and lat.p90, "8.2f"),
+            (lat and lat.p99, "8.2f"),
+            (e.throughput_qps, "8.1f"),
+            (e.size_mb, "8.1f"),
+            (e.speedup_vs_baseline, "8.2f"),
+            (e.speedup_vs_peer, "8.2f"),
+            (e.agreement_with_baseline, "8.3f"),
         )
-        line = f"{e['variant']:<26}" + "".join(fmt(v, spec) for v, spec in values)
-        lines.append(line + (f"  ERROR: {e['error']}" if e.get("error") else ""))
+        line = f"{e.variant:<26}" + "".join(fmt(v, spec) for v, spec in values)
+        lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
     return "\n".join(lines)
 
 

@@ -1,14 +1,15 @@
 """A disk cache for built artifacts (ONNX models and their files), safe against crashes and races.
 
 An entry is a folder ``root/<key>/`` holding the artifact's files and a ``manifest.json`` (every
-file's size and sha256). It is built in a temporary folder and renamed into place only when the
-build succeeded, so a killed or failing build never leaves an entry that a later start would trust.
-Builders of the same key take a lock file, so two processes do not build the same thing twice.
+file's size, mtime and sha256, written at build time). It is built in a temporary folder and renamed
+into place only when the build succeeded, so a killed or failing build never leaves an entry that a
+later start would trust. A hit compares sizes and mtimes with the manifest and hashes only a file
+whose mtime changed, so starting does not read gigabytes again. Builders of the same key take a lock
+file (``filelock``: POSIX and Windows), so two processes do not build the same thing twice.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -24,6 +25,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+from huggingface_hub import constants as hf_constants
+
+from variants import config
+
 log = logging.getLogger("variants.cache")
 
 MANIFEST = "manifest.json"
@@ -32,11 +38,13 @@ _CHUNK = 1 << 20
 
 
 def default_cache_dir() -> Path:
-    """``$VARIANTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/qa-variants``, else ``~/.cache/qa-variants``."""
-    if os.environ.get("VARIANTS_CACHE_DIR"):
-        return Path(os.environ["VARIANTS_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "qa-variants"
+    """``$VARIANTS_CACHE_DIR``, else ``qa-variants`` in the Hugging Face cache (``$HF_HOME``).
+
+    Beside the models it is built from (``~/.cache/huggingface`` by default), where a Space's
+    persistent storage and a user's cache clean-ups already look.
+    """
+    explicit = config.cache_dir()
+    return explicit if explicit else Path(hf_constants.HF_HOME).expanduser() / "qa-variants"
 
 
 def dist_version(*dists: str) -> str | None:
@@ -94,9 +102,13 @@ def _sha256(path: Path) -> str:
 
 
 def write_manifest(folder: Path, key: str) -> dict[str, Any]:
-    """Record every file of ``folder`` (relative path, size, sha256) in ``folder/manifest.json``."""
+    """Record every file of ``folder`` (relative path, size, mtime, sha256) in ``folder/manifest.json``."""
     files = {
-        p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        p.relative_to(folder).as_posix(): {
+            "size": p.stat().st_size,
+            "mtime_ns": p.stat().st_mtime_ns,
+            "sha256": _sha256(p),
+        }
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.relative_to(folder).as_posix() != MANIFEST
     }
@@ -105,8 +117,13 @@ def write_manifest(folder: Path, key: str) -> dict[str, Any]:
     return manifest
 
 
-def check_manifest(folder: Path, key: str, verify_hashes: bool = True) -> str | None:
-    """What is wrong with the entry ``folder`` (missing/changed files), or None when it is intact."""
+def check_manifest(folder: Path, key: str, verify_hashes: bool = False) -> str | None:
+    """What is wrong with the entry ``folder`` (missing/changed files), or None when it is intact.
+
+    A file with the size and mtime recorded at build time is trusted without reading it; one whose
+    mtime changed (rewritten in place, or copied without keeping times) is hashed. ``verify_hashes``
+    hashes every file, for a full check.
+    """
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         files = manifest["files"]
@@ -118,9 +135,11 @@ def check_manifest(folder: Path, key: str, verify_hashes: bool = True) -> str | 
         path = folder / name
         if not path.is_file():
             return f"{name} is missing"
-        if path.stat().st_size != info["size"]:
-            return f"{name} has size {path.stat().st_size}, expected {info['size']}"
-        if verify_hashes and _sha256(path) != info["sha256"]:
+        stat = path.stat()
+        if stat.st_size != info["size"]:
+            return f"{name} has size {stat.st_size}, expected {info['size']}"
+        unchanged = stat.st_mtime_ns == info.get("mtime_ns")
+        if (verify_hashes or not unchanged) and _sha256(path) != info["sha256"]:
             return f"{name} has changed (sha256 mismatch)"
     return None
 
@@ -135,9 +154,12 @@ def _stamp(entry: Path) -> tuple[int, int] | None:
 
 
 class ArtifactCache:
-    """Built artifacts under ``root`` (default :func:`default_cache_dir`), one folder per key."""
+    """Built artifacts under ``root`` (default :func:`default_cache_dir`), one folder per key.
 
-    def __init__(self, root: Path | None = None, *, verify_hashes: bool = True) -> None:
+    ``verify_hashes`` hashes every file of an entry on each hit (see :func:`check_manifest`).
+    """
+
+    def __init__(self, root: Path | None = None, *, verify_hashes: bool = False) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
         self.verify_hashes = verify_hashes
 
@@ -247,13 +269,13 @@ class ArtifactCache:
 
     @contextmanager
     def _lock(self, key: str) -> Iterator[None]:
-        with open(self.root / f"{key}.lock", "a+b") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                log.info("waiting for another process building cache entry %s", key)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        lock = FileLock(self.root / f"{key}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.info("waiting for another process building cache entry %s", key)
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()

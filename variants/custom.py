@@ -16,19 +16,19 @@ switched on (:func:`custom_models_allowed`).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from variants import config
 from variants import spec as specs
 from variants.sources import IGNORE_PATTERNS, SourceUnavailable, offline_message, resolve_hub
 
 CUSTOM_NAME = "custom"
-MAX_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
-ALLOW_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
-DEFAULT_MAX_MB = 500
+MAX_MB_ENV = config.MAX_CUSTOM_MB_ENV
+ALLOW_ENV = config.ALLOW_CUSTOM_ENV
+DEFAULT_MAX_MB = config.MAX_CUSTOM_MB
 MAX_CONFIG_BYTES = 1_000_000
 EXAMPLE_ID = "deepset/roberta-base-squad2"
 # BERT-family encoders whose QA heads, fast tokenizers and windows the engine handles like the presets'.
@@ -71,20 +71,15 @@ def custom_models_allowed(flag: bool = False, environ: Mapping[str, str] | None 
 
     ``VARIANTS_ALLOW_CUSTOM_MODELS=0`` turns it off even with the flag.
     """
-    environ = os.environ if environ is None else environ
-    setting = environ.get(ALLOW_ENV, "").strip().lower()
-    if setting:
-        return setting in ("1", "true", "yes", "on")
-    return flag and not environ.get("SPACE_ID")
+    setting = config.allow_custom_setting(environ)
+    if setting is not None:
+        return setting
+    return flag and not config.on_space(environ)
 
 
 def max_custom_mb(environ: Mapping[str, str] | None = None) -> float:
     """``$VARIANTS_MAX_CUSTOM_MB`` or 500."""
-    raw = (os.environ if environ is None else environ).get(MAX_MB_ENV, "").strip()
-    try:
-        return float(raw) if raw else float(DEFAULT_MAX_MB)
-    except ValueError:
-        raise ValueError(f"{MAX_MB_ENV}={raw!r} is not a number of megabytes") from None
+    return config.max_custom_mb(environ)
 
 
 def check_model_id(text: str) -> str:
@@ -162,15 +157,11 @@ def load_custom_variant(engine, model_id: str, max_mb: float | None = None, prog
 # --- the Hub ---------------------------------------------------------------------------------------
 
 
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes")
-
-
 def _model_info(model_id: str) -> Any:
     from huggingface_hub import HfApi  # noqa: PLC0415
     from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError, RevisionNotFoundError  # noqa: PLC0415
 
-    if _hub_offline():
+    if config.hub_offline():
         raise CustomModelRefused(offline_message(model_id, "HF_HUB_OFFLINE=1 is set"))
     try:
         return HfApi().model_info(model_id, files_metadata=True)

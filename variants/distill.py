@@ -109,7 +109,7 @@ def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
 
 def next_cut(student: nn.Module, cut: Cut | None, template: nn.Module, features: list[dict], cfg: TrainConfig,
              head_share: float, ffn_share: float) -> Cut:  # fmt: skip
-    """Score the student as it is now (expanded to the full shape, eager attention) and cut a larger share.
+    """Score the student as it is now (expanded to the full shape) and cut a larger share.
 
     Removed heads and neurons are zeros in the expanded copy, so they score zero and are chosen
     again; the union with the last cut makes that certain.
@@ -128,13 +128,13 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     """Prune in ``cfg.prune_steps`` steps with distillation between them; save the result dense, with zeros."""
     from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
 
-    def load(**kwargs) -> nn.Module:
-        return AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32, **kwargs)
+    def load() -> nn.Module:
+        return AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
 
     set_seed(cfg.seed)
     started = time.time()
     tokenizer, features, held_out = prune_inputs(cfg)
-    teacher, scoring_template, dense_template = load(), load(attn_implementation="eager"), load()
+    teacher, dense_template = load(), load()
     resumed = checkpoint.load() if checkpoint else None
     first = resumed["stage"] if resumed else 0
     cut: Cut | None = resumed["cut"] if resumed else None
@@ -146,7 +146,7 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
         if stage < first:
             continue
         if not (resumed and stage == first):
-            new = next_cut(student, cut, scoring_template, features, cfg, head_share, ffn_share)
+            new = next_cut(student, cut, dense_template, features, cfg, head_share, ffn_share)
             apply_cut(student, new, cut)
             cut = new
         if cfg.freeze_embeddings:

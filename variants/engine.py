@@ -10,51 +10,64 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from variants import config
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
-from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, calibrated_threshold, window_stride
-from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, resolve_device
+from variants.qa import (
+    CALIBRATED_THRESHOLD,
+    Answer,
+    DecodeSettings,
+    InputError,
+    NullThreshold,
+    answer_pairs,
+    parse_null_threshold,
+    resolve_null_threshold,
+    window_stride,
+    with_null_decision,
+)
+from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, limit_native_memory, resolve_device
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
 log = logging.getLogger("variants.engine")
 
 Progress = Callable[[float, str], None]
-MAX_CONTEXT_CHARS = 25_000  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
-MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
+MAX_CONTEXT_CHARS = config.MAX_CONTEXT_CHARS  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
+MAX_CONTEXT_ENV = config.MAX_CONTEXT_ENV
 MAX_QUESTION_CHARS = 1_000
 MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
 
 
 def default_max_context_chars() -> int:
     """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
-    raw = os.environ.get(MAX_CONTEXT_ENV, "").strip()
-    if not raw:
-        return MAX_CONTEXT_CHARS
-    try:
-        value = int(raw.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise ValueError(f"{MAX_CONTEXT_ENV}={raw!r} is not a whole number of characters") from None
-    if value < 1:
-        raise ValueError(f"{MAX_CONTEXT_ENV} must be at least 1, not {value}")
-    return value
+    return config.max_context_chars()
 
 
 @dataclass
 class VariantResult:
-    """One variant's answer to one question, or the error that stopped it."""
+    """One variant's answer to one question, or the error that stopped it.
+
+    Timing: the question is answered ``repeats`` times (after one untimed call when ``repeats`` > 1);
+    ``latency_ms`` is the median of those runs (``latency_runs``, in order), with the fastest and slowest as the spread
+    (min/max rather than quartiles: with a handful of runs, quartiles are interpolations of 2 or 3 of
+    them). ``speedup`` is the baseline's median over this variant's median.
+    """
 
     variant: str
     label: str
     answer: str = ""
     score: float = 0.0
-    latency_ms: float | None = None
+    latency_ms: float | None = None  # median of latency_runs
+    latency_runs: list[float] = field(default_factory=list)
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    null_threshold: float = 0.0  # the threshold this answer was decided at
     device: str = ""
     provider: str = ""
     dtype: str = ""
@@ -85,6 +98,7 @@ class LoadedVariant:
     error: str | None = None
     artifact: Path | None = None
     settings: DecodeSettings | None = None  # the engine's, with windows capped to what the model takes
+    calibrated_threshold: float | None = None  # the model's own (config.json qa_null_threshold), None without
     batcher: Batcher | None = field(default=None, repr=False)  # with dynamic batching on
 
     @property
@@ -109,9 +123,13 @@ class Engine:
     max_context_chars: int = MAX_CONTEXT_CHARS
     batching: BatchingConfig | None = None
     variants: dict[str, LoadedVariant] = field(default_factory=dict)
+    # When to say "no answer" (see variants.qa.NullThreshold): 0, transformers' pipeline rule, by default;
+    # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
+    null_threshold: NullThreshold = 0.0
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
+        self.null_threshold = parse_null_threshold(self.null_threshold)
         if self.max_context_chars < 1:
             raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
         self._sources: dict[str, ResolvedSource] = {}
@@ -256,16 +274,17 @@ class Engine:
 
     def _settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
         """The engine's settings for one variant: the window no longer than the model's positions allow,
-        and, unless the engine sets one, the null threshold calibrated for the model (see variants.train)."""
+        and the null threshold the engine's mode means for this model (noting its calibrated one)."""
         from dataclasses import replace  # noqa: PLC0415
 
         from transformers import AutoConfig  # noqa: PLC0415
 
         config = AutoConfig.from_pretrained(self.source(loaded.spec).path)
         limit = min(getattr(config, "max_position_embeddings", 512), loaded.tokenizer.model_max_length)
-        settings = self.settings
-        if settings.null_threshold is None:
-            settings = replace(settings, null_threshold=calibrated_threshold(config))
+        calibrated = getattr(config, CALIBRATED_THRESHOLD, None)
+        loaded.calibrated_threshold = None if calibrated is None else float(calibrated)
+        threshold = resolve_null_threshold(self.null_threshold, loaded.calibrated_threshold)
+        settings = replace(self.settings, null_threshold=threshold)
         if settings.max_length <= limit:
             return settings
         return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))
@@ -299,7 +318,13 @@ class Engine:
         for i, step in enumerate(steps):
             done.append(step)
             key = cache_key(
-                {"source": self.source(spec).identity, "steps": done, "gpu": for_gpu, "versions": library_versions()}
+                {
+                    "source": self.source(spec).identity,
+                    "steps": done,
+                    "gpu": for_gpu,
+                    "versions": library_versions(),
+                    **export.step_options(step),
+                }
             )
             progress(i / len(steps), f"{spec.label}: {step}")
             if step == "onnx":
@@ -346,13 +371,37 @@ class Engine:
                 "context",
             )
 
-    def answer_one(self, name: str, question: str, context: str) -> VariantResult:
-        """One variant's answer with its latency (tokenize, run every window, decode)."""
+    def threshold_for(self, name: str, null_threshold: NullThreshold | None = None) -> float:
+        """The null threshold variant ``name`` decides at under ``null_threshold`` (None: the engine's mode)."""
+        mode = self.null_threshold if null_threshold is None else parse_null_threshold(null_threshold)
+        loaded = self.variants.get(name)
+        return resolve_null_threshold(mode, loaded.calibrated_threshold if loaded else None)
+
+    def calibrated_thresholds(self) -> dict[str, float | None]:
+        """Each loaded variant's calibrated null threshold (None for a model without one)."""
+        return {v.spec.name: v.calibrated_threshold for v in self.loaded}
+
+    def answer_one(
+        self,
+        name: str,
+        question: str,
+        context: str,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> VariantResult:
+        """One variant's answer with its latency (tokenize, run every window, decode).
+
+        With ``repeats`` > 1, one untimed call, then ``repeats`` timed ones (see :class:`VariantResult`).
+        The answer is decided at ``null_threshold`` (None: the engine's mode) from the decoded span.
+        """
+        if repeats < 1:
+            raise ValueError(f"repeats must be at least 1, not {repeats}")
         loaded = self.variants.get(name)
         if loaded is None:  # e.g. a user's model replaced meanwhile
             return VariantResult(name, name, error="This variant is no longer loaded.")
         spec = loaded.spec
-        result = VariantResult(spec.name, spec.label)
+        result = VariantResult(spec.name, spec.label, null_threshold=self.threshold_for(name, null_threshold))
         if not loaded.ok:
             result.error = loaded.error or "not loaded"
             return result
@@ -360,13 +409,20 @@ class Engine:
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
         batcher = loaded.batcher
-        try:
-            started = time.perf_counter()  # with batching, the wait for a batch counts too
+        settings = loaded.settings or self.settings
+
+        def run() -> Answer:
             if batcher is not None:
-                ans = batcher.answer(question, context)
-            else:
-                ans = answer_pairs(model, loaded.tokenizer, [(question, context)], loaded.settings or self.settings)[0]
-            result.latency_ms = (time.perf_counter() - started) * 1000
+                return batcher.answer(question, context)
+            return answer_pairs(model, loaded.tokenizer, [(question, context)], settings)[0]
+
+        try:
+            if repeats > 1:  # untimed: the first call after another variant ran is slower
+                ans = run()  # (a single run, as the API serves, is not run twice)
+            for _ in range(repeats):
+                started = time.perf_counter()  # with batching, the wait for a batch counts too
+                ans = run()
+                result.latency_runs.append(round((time.perf_counter() - started) * 1000, 3))
         except InputError:
             raise
         except Exception as exc:
@@ -374,25 +430,45 @@ class Engine:
             log.warning("variant %s failed: %s", name, result.error)
             log.debug("traceback", exc_info=True)
             return result
-        _fill(result, ans)
+        _fill(result, with_null_decision(ans, result.null_threshold))
         return result
 
-    def ask_iter(self, question: str, context: str, names: list[str] | None = None) -> Iterator[VariantResult]:
-        """Each variant's result as soon as it is ready (baseline first, for the speedups)."""
+    def ask_iter(
+        self,
+        question: str,
+        context: str,
+        names: list[str] | None = None,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> Iterator[VariantResult]:
+        """Each variant's result as soon as it is ready (baseline first, for the speedups).
+
+        ``repeats``: timed runs per variant after one untimed run; ``null_threshold``: a threshold mode
+        for this call (a number or "calibrated"; None: the engine's).
+        """
         self.check_input(question, context)
         names = names or [v.spec.name for v in self.loaded]
         order = sorted(names, key=lambda n: n != "baseline")
         baseline_ms: float | None = None
         for name in order:
-            result = self.answer_one(name, question, context)
+            result = self.answer_one(name, question, context, repeats=repeats, null_threshold=null_threshold)
             if name == "baseline":
                 baseline_ms = result.latency_ms
             if baseline_ms and result.latency_ms:
                 result.speedup = baseline_ms / result.latency_ms
             yield result
 
-    def ask(self, question: str, context: str, names: list[str] | None = None) -> list[VariantResult]:
-        return list(self.ask_iter(question, context, names))
+    def ask(
+        self,
+        question: str,
+        context: str,
+        names: list[str] | None = None,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> list[VariantResult]:
+        return list(self.ask_iter(question, context, names, repeats=repeats, null_threshold=null_threshold))
 
     def answer_pairs(self, name: str, pairs: list[tuple[str, str]]) -> list[Answer]:
         """Batch answers from one variant (for the benchmark)."""
@@ -407,7 +483,10 @@ def _fill(result: VariantResult, ans: Answer) -> None:
     result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
     result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
     result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
-    result.latency_ms = round(result.latency_ms or 0.0, 2)
+    runs = result.latency_runs
+    result.latency_ms = round(statistics.median(runs), 2) if runs else None
+    result.latency_min_ms = round(min(runs), 2) if runs else None
+    result.latency_max_ms = round(max(runs), 2) if runs else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -438,13 +517,16 @@ def load_engine(
     progress: Progress | None = None,
     max_context_chars: int | None = None,
     batching: BatchingConfig | None = None,
+    null_threshold: NullThreshold = 0.0,
 ) -> Engine:
     """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load.
 
     ``max_context_chars`` defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on
-    dynamic batching of concurrent requests (see :mod:`variants.batching`).
+    dynamic batching of concurrent requests (see :mod:`variants.batching`); ``null_threshold`` is when
+    to say "no answer" (0, the pipeline rule; a number; or "calibrated").
     """
     device = resolve_device(device)
+    limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
     chosen = variant_specs or specs.preset(preset, device, overrides)
     if names:
         chosen = [s for s in chosen if s.name in names]
@@ -454,6 +536,7 @@ def load_engine(
         "cache_dir": cache_dir,
         "max_context_chars": max_context_chars or default_max_context_chars(),
         "batching": batching,
+        "null_threshold": null_threshold,
     }
     engine = Engine(chosen, preset=preset, **options)
     if fallback and preset != specs.FALLBACK_PRESET and not variant_specs:

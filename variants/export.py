@@ -9,7 +9,8 @@ them (:func:`build_onnx_chain`) inside :meth:`variants.cache.ArtifactCache.get_o
 * :func:`optimize_onnx`: ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization,
   BiasGelu, EmbedLayerNormalization...), checked numerically against the input graph.
 * :func:`to_fp16`: FP16 weights and compute for the CUDA provider; inputs/outputs stay FP32/INT64.
-* :func:`quantize_int8`: dynamic INT8 quantization (weights QInt8) for the CPU provider.
+* :func:`quantize_int8`: dynamic INT8 quantization for the CPU provider, in the weight format that
+  suits this CPU (:func:`variants.hardware.int8_settings`).
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from onnxruntime.transformers.onnx_model import OnnxModel
 from onnxruntime.transformers.optimizer import optimize_model
 from optimum.exporters.onnx import onnx_export_from_model
 
+from variants.hardware import Int8Settings, int8_settings
+
 log = logging.getLogger("variants.export")
 
 ONNX_NAME = "model.onnx"
 STEPS = ("optimize", "fp16", "int8")
 _PROTOBUF_LIMIT = 2**31 - 2**24  # a little under 2 GB: beyond it, weights go to an external file
-_META_FILES = ("optimization.json", "build.json")
+_META_FILES = ("optimization.json", "quantization.json", "build.json")
 
 
 # --- export -------------------------------------------------------------------------------------
@@ -179,28 +182,44 @@ def to_fp16(src: Path, out_dir: Path) -> Path:
     return out
 
 
-def quantize_int8(src: Path, out_dir: Path, *, per_channel: bool = True, reduce_range: bool = False) -> Path:
-    """Dynamic INT8 quantization for the CPU provider (weights QInt8, activations quantized at run time).
+def quantize_int8(src: Path, out_dir: Path, *, per_channel: bool = True, settings: Int8Settings | None = None) -> Path:
+    """Dynamic INT8 quantization for the CPU provider (activations quantized at run time).
 
     MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention). ``per_channel``
-    (one scale per output column) is more accurate; ``reduce_range`` (7-bit weights) avoids
-    saturation on x86 CPUs without VNNI.
+    (one scale per output column) is more accurate. ``settings`` (default: this CPU's,
+    :func:`variants.hardware.int8_settings`) picks s8 or u8 weights: s8 would saturate on x86 CPUs
+    without VNNI. ``out_dir/quantization.json`` records the choice.
     """
+    settings = settings or int8_settings()
     out = Path(out_dir) / ONNX_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     quantize_dynamic(
         Path(src),
         out,
-        weight_type=QuantType.QInt8,
+        weight_type=QuantType[settings.weight_type],
         per_channel=per_channel,
-        reduce_range=reduce_range,
+        reduce_range=settings.reduce_range,
         op_types_to_quantize=["MatMul", "Attention"],
         use_external_data_format=_onnx_bytes(Path(src)) > _PROTOBUF_LIMIT,
         # ONNX shape inference cannot type the outputs of fused contrib ops; they are all FP32 here.
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
-    log.info("quantized %s to INT8 (per_channel=%s)", src, per_channel)
+    report = {"per_channel": per_channel, **settings.as_dict()}
+    (out.parent / "quantization.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    log.info("quantized %s to INT8 (%s, per_channel=%s)", src, settings.format, per_channel)
     return out
+
+
+def step_options(step: str) -> dict[str, Any]:
+    """What a build step takes from this machine, for its artifact's cache key: INT8's weight format.
+
+    An INT8 graph built on a CPU with VNNI (s8 weights) would saturate on one without, so the choice
+    is part of the key and each kind of CPU builds and keeps its own.
+    """
+    if step != "int8":
+        return {}
+    settings = int8_settings()
+    return {"int8": {"weight_type": settings.weight_type, "reduce_range": settings.reduce_range}}
 
 
 # --- chain --------------------------------------------------------------------------------------

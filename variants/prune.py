@@ -3,9 +3,12 @@
 Block-pruned checkpoints (such as madlag's nn_pruning models, or this project's own pruned demo
 model) are stored dense, with removed attention heads and FFN neurons left as zeros. They run no
 faster than the original until the zeros are cut out. :func:`compact` finds them and removes them
-(what nn_pruning's ``optimize_model(model, "dense")`` did): heads through transformers'
-``prune_heads``, FFN neurons by slicing the two Linear layers around them. Constant contributions
-(a zeroed weight row with a non-zero bias) are folded into the next bias, so outputs are unchanged.
+(what nn_pruning's ``optimize_model(model, "dense")`` did) by slicing the Linear layers around
+them: a head's query/key/value rows and its output-projection columns, a neuron's intermediate row
+and output column. Constant contributions (a zeroed weight row with a non-zero bias) are folded
+into the next bias, so outputs are unchanged. Only public module attributes are used (not
+transformers' private head-pruning hook nor its head-mask argument, both gone in transformers 5),
+so the same code runs on transformers 4.x and 5.
 
 Written here because no maintained library does this for Hugging Face BERT models: nn_pruning is
 unmaintained and pins old transformers, and torch.nn.utils.prune only masks weights.
@@ -14,6 +17,7 @@ unmaintained and pins old transformers, and torch.nn.utils.prune only masks weig
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -61,9 +65,38 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _head_slices(layer: nn.Module) -> tuple[int, int]:
-    attn = layer.attention.self
-    return attn.num_attention_heads, attn.attention_head_size
+class NoHeads(nn.Module):
+    """Self-attention of a layer whose heads were all removed: it contributes nothing.
+
+    transformers' attention cannot run with zero heads (it reshapes with -1 over an empty tensor),
+    so compaction puts this module in place of ``layer.attention.self``. It returns an empty
+    context ``[batch, seq, 0]``; the output projection then has no input columns, and the
+    attention block's output is ``LayerNorm(hidden + output.dense.bias)``, which is what the layer
+    computed with its heads zeroed. Both transformers 4.x and 5 unpack ``(context, weights)``.
+    """
+
+    def __init__(self, head_size: int) -> None:
+        super().__init__()
+        self.num_attention_heads = 0
+        self.attention_head_size = head_size
+        self.all_head_size = 0
+
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, None]:
+        return hidden_states[..., :0], None
+
+
+def head_count(layer: nn.Module) -> int:
+    """Heads ``layer`` has now (after any removal)."""
+    return layer.attention.self.num_attention_heads
+
+
+def removed_heads(layer: nn.Module) -> set[int]:
+    """Original numbers of the heads removed from ``layer`` so far."""
+    return set(getattr(layer.attention, "pruned_heads", set()))
+
+
+def _head_size(layer: nn.Module) -> int:
+    return layer.attention.self.attention_head_size
 
 
 @torch.no_grad()
@@ -74,12 +107,13 @@ def _zero_heads(layer: nn.Module) -> tuple[list[int], torch.Tensor]:
     output columns are zero; it is the constant ``W_o[:, h] @ b_v[h]`` when the value rows are zero
     (attention rows sum to one).
     """
-    n_heads, size = _head_slices(layer)
-    value = layer.attention.self.value
     out = layer.attention.output.dense
-    dead: list[int] = []
     constant = torch.zeros_like(out.bias)
-    for h in range(n_heads):
+    dead: list[int] = []
+    if head_count(layer) == 0:
+        return dead, constant
+    size, value = _head_size(layer), layer.attention.self.value
+    for h in range(head_count(layer)):
         cols = slice(h * size, (h + 1) * size)
         out_cols = out.weight[:, cols]
         if not out_cols.any():
@@ -109,59 +143,85 @@ def _zero_neurons(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
+def _sliced(linear: nn.Linear, keep: torch.Tensor, dim: int) -> nn.Linear:
+    """A copy of ``linear`` keeping only outputs (``dim=0``) or inputs (``dim=1``) ``keep``."""
+    keep = keep.to(linear.weight.device)
+    weight = linear.weight.index_select(dim, keep)
+    with warnings.catch_warnings():  # a headless layer's output projection has 0 inputs: nothing to initialize
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors")
+        new = nn.utils.skip_init(  # no random initialization to overwrite
+            nn.Linear,
+            weight.shape[1],
+            weight.shape[0],
+            bias=linear.bias is not None,
+            device=linear.weight.device,
+            dtype=linear.weight.dtype,
+        )
+    new.weight.copy_(weight)
+    if linear.bias is not None:
+        new.bias.copy_(linear.bias[keep] if dim == 0 else linear.bias)
+    return new
+
+
+@torch.no_grad()
 def prune_ffn(layer: nn.Module, keep: torch.Tensor) -> None:
     """Keep only FFN neurons ``keep`` (indices into the current intermediate size) in ``layer``."""
-    inter = layer.intermediate.dense
-    out = layer.output.dense
-    keep = keep.to(inter.weight.device)
-    new_inter = nn.Linear(inter.in_features, len(keep), bias=inter.bias is not None)
-    new_inter.weight.copy_(inter.weight[keep])
-    if inter.bias is not None:
-        new_inter.bias.copy_(inter.bias[keep])
-    new_out = nn.Linear(len(keep), out.out_features, bias=out.bias is not None)
-    new_out.weight.copy_(out.weight[:, keep])
-    if out.bias is not None:
-        new_out.bias.copy_(out.bias)
-    layer.intermediate.dense = new_inter.to(inter.weight.dtype)
-    layer.output.dense = new_out.to(out.weight.dtype)
+    layer.intermediate.dense = _sliced(layer.intermediate.dense, keep, dim=0)
+    layer.output.dense = _sliced(layer.output.dense, keep, dim=1)
+
+
+@torch.no_grad()
+def _remove_heads(layer: nn.Module, heads: list[int]) -> None:
+    """Slice heads ``heads`` (current indices) out of one layer's attention.
+
+    The query/key/value rows and the output projection's columns of those heads go; the head
+    count and all-head size that the attention forward reads are set to match. A layer left with
+    no heads gets :class:`NoHeads`. ``attention.pruned_heads`` keeps the original numbers (the
+    attribute transformers 4.x keeps too), so removal can be repeated with current indices.
+    """
+    attn, size = layer.attention.self, _head_size(layer)
+    original = [h for h in range(head_count(layer) + len(removed_heads(layer))) if h not in removed_heads(layer)]
+    kept = [h for h in range(head_count(layer)) if h not in set(heads)]
+    layer.attention.pruned_heads = removed_heads(layer) | {original[h] for h in heads}
+    rows = torch.tensor([h * size + i for h in kept for i in range(size)], dtype=torch.long)
+    layer.attention.output.dense = _sliced(layer.attention.output.dense, rows, dim=1)
+    if not kept:
+        layer.attention.self = NoHeads(size)
+        return
+    for name in ("query", "key", "value"):
+        setattr(attn, name, _sliced(getattr(attn, name), rows, dim=0))
+    attn.num_attention_heads = len(kept)
+    attn.all_head_size = len(kept) * size
 
 
 def prune_heads(model: nn.Module, heads: dict[int, list[int]]) -> None:
-    """Remove heads (indices among each layer's *current* heads) with transformers' ``prune_heads``.
+    """Remove heads (layer -> indices among that layer's *current* heads); callable repeatedly.
 
-    transformers keeps ``pruned_heads`` in terms of original head numbers; this wrapper accepts
-    current indices and translates, so it can be called repeatedly.
+    Done by slicing weights rather than through transformers' ``prune_heads`` (a private
+    head-pruning hook that transformers 5 removed). The model's config is left as it is:
+    a compacted model is used in memory (and exported to ONNX), never saved as a checkpoint;
+    :func:`expand_to_dense` makes the checkpoint.
     """
-    translated: dict[int, list[int]] = {}
+    layers = encoder_layers(model)
     for idx, current in heads.items():
-        if not current:
-            continue
-        layer = encoder_layers(model)[idx]
-        already = layer.attention.pruned_heads
-        original = [h for h in range(layer.attention.self.num_attention_heads + len(already)) if h not in already]
-        translated[idx] = sorted(original[h] for h in current)
-    if translated:
-        model.base_model._prune_heads(translated)
-        merged = {int(k): list(v) for k, v in (model.config.pruned_heads or {}).items()}
-        for idx, hs in translated.items():
-            merged[idx] = sorted(set(merged.get(idx, [])) | set(hs))
-        model.config.pruned_heads = merged
+        if current:
+            _remove_heads(layers[idx], sorted(set(current)))
 
 
 @torch.no_grad()
 def compact(model: nn.Module) -> CompactionReport:
-    """Cut zeroed heads and FFN neurons out of ``model`` in place; outputs stay the same."""
+    """Cut zeroed heads and FFN neurons out of ``model`` in place; outputs stay the same.
+
+    A layer whose heads are all zeroed loses them all (its attention becomes :class:`NoHeads`).
+    A layer whose FFN neurons are all zeroed keeps one zero neuron.
+    """
     layers = encoder_layers(model)
     report = CompactionReport(params_before=count_parameters(model))
-    to_prune: dict[int, list[int]] = {}
     for idx, layer in enumerate(layers):
         dead_heads, head_constant = _zero_heads(layer)
-        n_heads, _ = _head_slices(layer)
-        if len(dead_heads) == n_heads:
-            dead_heads = dead_heads[1:]  # keep one (zero) head: a layer needs at least one
         layer.attention.output.dense.bias += head_constant
         if dead_heads:
-            to_prune[idx] = dead_heads
+            _remove_heads(layer, dead_heads)
             report.heads_removed[idx] = dead_heads
 
         keep, ffn_constant = _zero_neurons(layer)
@@ -173,7 +233,6 @@ def compact(model: nn.Module) -> CompactionReport:
             prune_ffn(layer, keep)
         report.ffn_kept[idx] = len(keep)
         report.ffn_total[idx] = total
-    prune_heads(model, to_prune)
     report.params_after = count_parameters(model)
     return report
 
@@ -192,16 +251,26 @@ class Importance:
 def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]], loss_fn=None) -> Importance:
     """First-order (Taylor) importance of heads and FFN neurons on calibration batches.
 
-    Heads: |dL/dm_h| for a head mask m fixed at one (Michel et al., 2019). Neurons: |sum a * dL/da|
-    over tokens, for each intermediate activation a (Molchanov et al., 2019). Both are normalized
-    per layer (L2) so layers can be compared.
+    Heads: |dL/dg_h| for a gate g fixed at one on each head's context (Michel et al., 2019),
+    applied by a forward pre-hook on the attention output projection, so it works with any
+    attention implementation and needs no head-mask argument. Neurons: |sum a * dL/da| over tokens,
+    for each intermediate activation a (Molchanov et al., 2019). Both are normalized per layer
+    (L2) so layers can be compared.
     """
     layers = encoder_layers(model)
-    n_layers = len(layers)
-    n_heads = layers[0].attention.self.num_attention_heads
-    head_mask = torch.ones(n_layers, n_heads, requires_grad=True)
+    n_heads = max(head_count(layer) for layer in layers)
+    gates = torch.ones(len(layers), n_heads, requires_grad=True)
     neuron_scores = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
     activations: dict[int, torch.Tensor] = {}
+
+    def gate_heads(idx: int, size: int):
+        def hook(_module, inputs):
+            (context,) = inputs
+            heads = context.unflatten(-1, (-1, size))
+            gate = gates[idx, : heads.shape[-2]].to(heads.dtype)
+            return ((heads * gate[:, None]).flatten(-2),)
+
+        return hook
 
     def keep_activation(idx: int):
         def hook(_module, _inputs, output):
@@ -210,20 +279,25 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
 
         return hook
 
-    handles = [layer.intermediate.register_forward_hook(keep_activation(i)) for i, layer in enumerate(layers)]
+    handles = [
+        layer.attention.output.dense.register_forward_pre_hook(gate_heads(i, _head_size(layer)))
+        for i, layer in enumerate(layers)
+        if head_count(layer)
+    ]
+    handles += [layer.intermediate.register_forward_hook(keep_activation(i)) for i, layer in enumerate(layers)]
     was_training = model.training
     model.eval()  # no dropout while scoring
     try:
         for batch in batches:
             inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
-            out = model(**inputs, head_mask=head_mask)
+            out = model(**inputs)
             loss = loss_fn(out, batch) if loss_fn else _qa_loss(out, batch)
             loss.backward()
             for idx, act in activations.items():
                 neuron_scores[idx] += (act * act.grad).sum(dim=(0, 1)).abs().detach()
             model.zero_grad(set_to_none=True)
             activations.clear()
-        head_scores = head_mask.grad.abs().detach()
+        head_scores = gates.grad.abs().detach()
     finally:
         for handle in handles:
             handle.remove()
@@ -285,32 +359,39 @@ def expand_to_dense(pruned: nn.Module, dense_template: nn.Module, kept_neurons: 
     original indices of the FFN neurons ``pruned`` kept.
     """
     dense = copy.deepcopy(dense_template)
-    dense.config.pruned_heads = {}
+    if getattr(dense.config, "pruned_heads", None):
+        dense.config.pruned_heads = {}  # transformers 4.x would cut them out again on load
     dense_layers, small_layers = encoder_layers(dense), encoder_layers(pruned)
     small_state = pruned.state_dict()
     # Everything outside the pruned Linear layers has the same shape: copy it directly.
     dense_state = dense.state_dict()
     dense.load_state_dict({k: v for k, v in small_state.items() if dense_state[k].shape == v.shape}, strict=False)
     for idx, (big, small) in enumerate(zip(dense_layers, small_layers, strict=True)):
-        size = big.attention.self.attention_head_size
-        n_heads = big.attention.self.num_attention_heads
-        alive = [h for h in range(n_heads) if h not in small.attention.pruned_heads]
-        cols = torch.cat([torch.arange(h * size, (h + 1) * size) for h in alive])
-        for name in ("query", "key", "value"):
-            big_lin, small_lin = getattr(big.attention.self, name), getattr(small.attention.self, name)
-            big_lin.weight.zero_()
-            big_lin.bias.zero_()
-            big_lin.weight[cols] = small_lin.weight
-            big_lin.bias[cols] = small_lin.bias
-        big.attention.output.dense.weight.zero_()
-        big.attention.output.dense.weight[:, cols] = small.attention.output.dense.weight
-        big.attention.output.dense.bias.copy_(small.attention.output.dense.bias)
+        size = _head_size(big)
+        gone = removed_heads(small)
+        alive = [h for h in range(head_count(big)) if h not in gone]
+        cols = torch.tensor([h * size + i for h in alive for i in range(size)], dtype=torch.long)
+        for name in ("query", "key", "value"):  # a NoHeads layer has none: all zeros
+            _scatter(getattr(big.attention.self, name), getattr(small.attention.self, name, None), cols, dim=0)
+        _scatter(big.attention.output.dense, small.attention.output.dense, cols, dim=1)
         keep = kept_neurons[idx]
-        big.intermediate.dense.weight.zero_()
-        big.intermediate.dense.bias.zero_()
-        big.intermediate.dense.weight[keep] = small.intermediate.dense.weight
-        big.intermediate.dense.bias[keep] = small.intermediate.dense.bias
-        big.output.dense.weight.zero_()
-        big.output.dense.weight[:, keep] = small.output.dense.weight
-        big.output.dense.bias.copy_(small.output.dense.bias)
+        _scatter(big.intermediate.dense, small.intermediate.dense, keep, dim=0)
+        _scatter(big.output.dense, small.output.dense, keep, dim=1)
     return dense
+
+
+@torch.no_grad()
+def _scatter(big: nn.Linear, small: nn.Linear | None, index: torch.Tensor, dim: int) -> None:
+    """The inverse of :func:`_sliced`: ``small``'s outputs (``dim=0``) or inputs (``dim=1``) into
+    positions ``index`` of ``big``, zeros elsewhere (all zeros when ``small`` is None)."""
+    big.weight.zero_()
+    if big.bias is not None and (dim == 0 or small is None):
+        big.bias.zero_()
+    if small is None:
+        return
+    big.weight.index_copy_(dim, index.to(big.weight.device), small.weight)
+    if big.bias is not None:
+        if dim == 0:
+            big.bias[index] = small.bias
+        else:
+            big.bias.copy_(small.bias)

@@ -15,18 +15,46 @@ The null threshold is on the log-odds of "no answer" against the best span,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 # The model config.json key holding the null threshold calibrated for that model (variants.train calibrate).
 CALIBRATED_THRESHOLD = "qa_null_threshold"
+CALIBRATED = "calibrated"
+# When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
+# or "calibrated": each model's own threshold from its config.json (0 for a model without one).
+NullThreshold = float | Literal["calibrated"]
 
 
 def calibrated_threshold(config: object) -> float:
     """The null threshold stored in a model's config (a transformers ``PretrainedConfig``), 0 without one."""
     return float(getattr(config, CALIBRATED_THRESHOLD, 0.0))
+
+
+def parse_null_threshold(text: str | float) -> NullThreshold:
+    """``"calibrated"`` or a number (``"0"``, ``"-4.5"``): the one reader of a threshold mode (CLI, bench, app)."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    cleaned = text.strip().lower()
+    if cleaned == CALIBRATED:
+        return CALIBRATED
+    try:
+        value = float(cleaned)
+    except ValueError:
+        raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {text!r}") from None
+    if math.isnan(value):  # NaN would make every comparison false
+        raise ValueError("null threshold must be a number, not NaN")
+    return value
+
+
+def resolve_null_threshold(mode: NullThreshold, calibrated: float | None) -> float:
+    """The threshold ``mode`` means for one model whose calibrated threshold is ``calibrated`` (None: it has none)."""
+    if mode == CALIBRATED:
+        return float(calibrated or 0.0)
+    return float(mode)
 
 
 class LogitsModel(Protocol):
@@ -45,8 +73,8 @@ class DecodeSettings:
     stride: int = 128
     max_answer_length: int = 30
     # "no answer" when ln(null score / best span score) > threshold; 0 is transformers' pipeline.
-    # None: the model's own calibrated threshold (Engine reads it from the model's config), else 0.
-    null_threshold: float | None = None
+    # (Engine sets it per model from its threshold mode, e.g. "calibrated".)
+    null_threshold: float = 0.0
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -237,7 +265,7 @@ def decode(
             else:
                 texts[pair][text] = [score, c0, c1]
     answers = []
-    threshold = settings.null_threshold or 0.0
+    threshold = float(settings.null_threshold)
     for pair, context in enumerate(contexts):
         best_text, (score, c0, c1) = max(texts[pair].items(), key=lambda kv: kv[1][0], default=("", [0.0, 0, 0]))
         span = Answer(context[c0:c1], c0, c1, score, score, null[pair])
@@ -245,13 +273,21 @@ def decode(
     return answers
 
 
+def says_answer(null_margin: float, threshold: float) -> bool:
+    """SQuAD v2's rule: the best span stands where ln(null score / span score) is at most ``threshold``."""
+    return null_margin <= threshold
+
+
 def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
     """``span``, or "no answer" where ln(null score / span score) is above ``threshold`` (SQuAD v2).
 
     Decoding with ``handle_impossible=False`` and deciding here gives the same answers as decoding at
-    ``threshold``; calibration uses it to try many thresholds on one set of spans.
+    ``threshold``; calibration and the benchmark's accuracy views use it to try many thresholds on one
+    set of spans. ``span`` may already be decided: a "no answer" is decided again from its guess.
     """
-    if span.text and span.null_margin <= threshold:
+    if not span.text and span.guess:
+        span = Answer(span.guess, span.guess_start, span.guess_end, span.span_score, span.span_score, span.null_score)
+    if span.text and says_answer(span.null_margin, threshold):
         return span
     return Answer("", 0, 0, span.null_score, span.span_score, span.null_score, span.text, span.start, span.end)
 

@@ -7,7 +7,6 @@ hardware, library versions, data and settings of one run, with one entry per var
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -16,20 +15,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from variants.hardware import cpu_facts
+from variants.record import VIEWS, Record, VariantEntry, as_record
+from variants.record import load_records as _load_records
 from variants.spec import ASSETS
 
 log = logging.getLogger("variants.results")
 
 RESULTS_DIR = ASSETS / "results"
-SCHEMA_VERSION = 1
+# The table's columns (one row per entry of a record, for one accuracy view): the CSV, the app's table
+# and its charts read these names; their values come from the fields of variants.record.
 COLUMNS = [
     "variant",
     "label",
+    "short_label",
+    "view",
+    "threshold",
     "f1",
     "exact",
     "has_ans_f1",
     "no_ans_f1",
-    "best_f1",
     "p50_ms",
     "p90_ms",
     "p99_ms",
@@ -47,10 +52,13 @@ COLUMNS = [
     # extra columns
     "is_peer",
     "headline",
+    "latency_only",
     "backend",
     "has_ans_exact",
     "no_ans_exact",
-    "best_exact",
+    "has_ans_n",
+    "no_ans_n",
+    "calibrated_threshold",
     "mean_ms",
     "std_ms",
     "peak_throughput_qps",
@@ -58,6 +66,7 @@ COLUMNS = [
     "agreement_with_baseline",
     "load_seconds",
     "preset",
+    "kind",
     "record",
     "error",
 ]
@@ -131,6 +140,7 @@ def current_hardware() -> dict[str, Any]:
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu_slug": slugify(cpu),
         "gpu_slug": slugify(gpus[0]["name"]) if gpus else None,
+        **cpu_facts(),  # ISA flags and the INT8 weight format chosen from them
     }
 
 
@@ -153,10 +163,11 @@ def hardware_label(hardware: dict[str, Any], device: str) -> str:
     return f"{hardware.get('cpu', 'unknown CPU')} ({cores} cores)" if cores else hardware.get("cpu", "unknown CPU")
 
 
-def same_hardware(record: dict[str, Any], hardware: dict[str, Any]) -> bool:
+def same_hardware(record: Record | dict[str, Any], hardware: dict[str, Any]) -> bool:
     """Whether ``record`` was measured on hardware like ``hardware`` (same GPU, or same CPU and cores)."""
-    theirs = record.get("hardware") or {}
-    if device_kind(record.get("device")) == "cuda":
+    record = as_record(record)
+    theirs = record.hardware or {}
+    if device_kind(record.device) == "cuda":
         return bool(theirs.get("gpu")) and theirs.get("gpu") == hardware.get("gpu")
     return theirs.get("cpu") == hardware.get("cpu") and theirs.get("usable_cores") == hardware.get("usable_cores")
 
@@ -164,104 +175,99 @@ def same_hardware(record: dict[str, Any], hardware: dict[str, Any]) -> bool:
 # --- records ------------------------------------------------------------------------------------
 
 
-def load_records(folder: str | Path | None = None) -> list[dict[str, Any]]:
-    """Every readable record in ``folder`` (default assets/results), newest first, each with ``_file``."""
-    records = []
-    for path in sorted(Path(folder or RESULTS_DIR).glob("*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            log.warning("skipping %s: %s", path, exc)
-            continue
-        if not isinstance(record, dict) or "variants" not in record or "created" not in record:
-            log.warning("skipping %s: not a benchmark record", path)
-            continue
-        record["_file"] = path.name
-        records.append(record)
-    return sorted(records, key=lambda r: r["created"], reverse=True)
+def load_records(folder: str | Path | None = None) -> list[Record]:
+    """Every readable record in ``folder`` (default assets/results), newest first."""
+    return _load_records(folder or RESULTS_DIR)
 
 
-def pick_record(
-    records: list[dict[str, Any]], device: str | None = None, hardware: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
+def pick_record(records: list, device: str | None = None, hardware: dict[str, Any] | None = None):
     """The newest record for this hardware (and ``device`` kind if given), else the newest one.
 
     Preference: same device kind and hardware, then same device kind, then same hardware, then any;
-    at each level full runs before quick ones (``kind`` "quick"), then the newest.
+    at each level full runs before quick ones (``kind`` "quick"), then the newest. ``records`` are
+    :class:`~variants.record.Record` objects or their JSON dicts; the one picked is returned as given.
     ``hardware`` defaults to :func:`current_hardware`.
     """
     if not records:
         return None
     hardware = hardware if hardware is not None else current_hardware()
-    newest = sorted(records, key=lambda r: (r.get("kind") != "quick", r.get("created", "")), reverse=True)
+    typed = [(as_record(r), r) for r in records]
+    newest = sorted(typed, key=lambda t: (not t[0].is_quick, t[0].created), reverse=True)
 
-    def kind_ok(r: dict) -> bool:
-        return device is None or device_kind(r.get("device")) == device_kind(device)
+    def kind_ok(r: Record) -> bool:
+        return device is None or device_kind(r.device) == device_kind(device)
 
     for test in (
         lambda r: kind_ok(r) and same_hardware(r, hardware),
         kind_ok,
         lambda r: same_hardware(r, hardware),
     ):
-        found = [r for r in newest if test(r)]
+        found = [given for r, given in newest if test(r)]
         if found:
             return found[0]
-    return newest[0]
+    return newest[0][1]
 
 
-def _row(record: dict[str, Any], entry: dict[str, Any], is_peer: bool) -> dict[str, Any]:
-    acc = entry.get("accuracy") or {}
-    lat = entry.get("latency_ms") or {}
-    device = entry.get("device") or record.get("device", "")
+def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
+    acc = entry.view(view)
+    lat = entry.latency_ms
+    device = entry.device or record.device
     return {
-        "variant": entry.get("variant"),
-        "label": entry.get("label"),
-        "f1": acc.get("f1"),
-        "exact": acc.get("exact"),
-        "has_ans_f1": acc.get("has_ans_f1"),
-        "no_ans_f1": acc.get("no_ans_f1"),
-        "best_f1": acc.get("best_f1"),
-        "p50_ms": lat.get("p50"),
-        "p90_ms": lat.get("p90"),
-        "p99_ms": lat.get("p99"),
-        "throughput_qps": entry.get("throughput_qps"),
-        "size_mb": entry.get("size_mb"),
-        "parameters": entry.get("parameters"),
-        "speedup_vs_baseline": entry.get("speedup_vs_baseline"),
+        "variant": entry.variant,
+        "label": entry.label,
+        "short_label": entry.short_label,
+        "view": view,
+        "threshold": acc.threshold if acc else None,
+        "f1": acc.f1 if acc else None,
+        "exact": acc.exact if acc else None,
+        "has_ans_f1": acc.has_ans_f1 if acc else None,
+        "no_ans_f1": acc.no_ans_f1 if acc else None,
+        "p50_ms": lat.p50 if lat else None,
+        "p90_ms": lat.p90 if lat else None,
+        "p99_ms": lat.p99 if lat else None,
+        "throughput_qps": entry.throughput_qps,
+        "size_mb": entry.size_mb,
+        "parameters": entry.parameters,
+        "speedup_vs_baseline": entry.speedup_vs_baseline,
         "device": device,
-        "provider": entry.get("provider"),
-        "dtype": entry.get("dtype"),
-        "hardware": hardware_label(record.get("hardware") or {}, record.get("device", "")),
-        "created": record.get("created"),
-        "n_questions": acc.get("total", (record.get("data") or {}).get("n_questions")),
-        "n_latency": lat.get("n"),
-        "is_peer": is_peer,
-        "headline": entry.get("headline", False),
-        "backend": entry.get("backend"),
-        "has_ans_exact": acc.get("has_ans_exact"),
-        "no_ans_exact": acc.get("no_ans_exact"),
-        "best_exact": acc.get("best_exact"),
-        "mean_ms": lat.get("mean"),
-        "std_ms": lat.get("std"),
-        "peak_throughput_qps": entry.get("peak_throughput_qps"),
-        "speedup_vs_peer": entry.get("speedup_vs_peer"),
-        "agreement_with_baseline": entry.get("agreement_with_baseline"),
-        "load_seconds": entry.get("load_seconds"),
-        "preset": record.get("preset"),
-        "record": record.get("_file"),
-        "error": entry.get("error"),
+        "provider": entry.provider,
+        "dtype": entry.dtype,
+        "hardware": hardware_label(record.hardware or {}, record.device),
+        "created": record.created,
+        "n_questions": acc.n if acc and acc.n else record.n_questions,
+        "n_latency": lat.n if lat else None,
+        "is_peer": entry.is_peer,
+        "headline": entry.headline,
+        "latency_only": entry.latency_only,
+        "backend": entry.backend,
+        "has_ans_exact": acc.has_ans_exact if acc else None,
+        "no_ans_exact": acc.no_ans_exact if acc else None,
+        "has_ans_n": acc.has_ans_n if acc else None,
+        "no_ans_n": acc.no_ans_n if acc else None,
+        "calibrated_threshold": entry.calibrated_threshold,
+        "mean_ms": lat.mean if lat else None,
+        "std_ms": lat.std if lat else None,
+        "peak_throughput_qps": entry.peak_throughput_qps,
+        "speedup_vs_peer": entry.speedup_vs_peer,
+        "agreement_with_baseline": entry.agreement_with_baseline,
+        "load_seconds": entry.load_seconds,
+        "preset": record.preset,
+        "kind": record.kind,
+        "record": record.file,
+        "error": entry.error,
     }
 
 
-def records_to_frame(records: list[dict[str, Any]] | dict[str, Any]):
-    """A pandas DataFrame with one row per variant per record (the peer last, ``is_peer`` True)."""
+def records_to_frame(records: list | Record | dict[str, Any], view: str | None = "pipeline"):
+    """A pandas DataFrame, one row per entry per record (the peer last, ``is_peer`` True), with the
+    accuracy of view ``view`` (see :data:`variants.record.VIEWS`); ``view=None``: a row per view each.
+
+    ``records`` are :class:`~variants.record.Record` objects or their JSON dicts (any schema).
+    """
     import pandas as pd  # noqa: PLC0415
 
-    if isinstance(records, dict):
+    if isinstance(records, (Record, dict)):
         records = [records]
-    rows = []
-    for record in records:
-        rows += [_row(record, entry, False) for entry in record.get("variants", [])]
-        if record.get("peer"):
-            rows.append(_row(record, record["peer"], True))
+    views = VIEWS if view is None else (view,)
+    rows = [_row(record, entry, v) for record in map(as_record, records) for v in views for entry in record.entries]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -10,11 +10,12 @@ per call).
 from __future__ import annotations
 
 import logging
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
+
+from variants import config
 
 log = logging.getLogger("variants.runtime")
 
@@ -136,9 +137,15 @@ class OrtQAModel(QAModel):
         model_file = path / "model.onnx" if path.is_dir() else path
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Memory that stays flat under requests of every length (scripts/soak.py measures it). ORT's CPU
+        # arena grows by powers of two up to the largest request's peak and keeps it; memory patterns are
+        # planned and cached per input shape, and every sequence length is a new shape. Without both, each
+        # run allocates from malloc and frees on return (bounded by limit_native_memory's settings).
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         if threads:
             options.intra_op_num_threads = threads
-        if os.environ.get("VARIANTS_ORT_SPIN", "0") != "1":
+        if not config.ort_spin():
             # Idle threads sleep instead of spinning: on a shared or small CPU (a Space, 2 cores) spinning
             # threads steal time from the next request and from the other variants (measured 2x there).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -180,6 +187,36 @@ class OrtQAModel(QAModel):
         return start.astype(np.float32), end.astype(np.float32)
 
 
+# glibc mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+
+
+def limit_native_memory() -> bool:
+    """Keep glibc malloc from hoarding freed memory when the server answers from many threads.
+
+    The app answers on a pool of worker threads; glibc gives each thread its own arena (up to 8 per
+    core), and each arena keeps what it freed at its high-water mark, so resident memory climbs with
+    every thread that meets a long input. Also, after a large block is freed, glibc raises its mmap
+    threshold (up to 32 MiB), so later activation buffers come from those arenas instead of mmap
+    and are not returned. Fixed thresholds and two arenas bound both: large buffers are mmapped
+    and go back to the system on free. ``MALLOC_ARENA_MAX`` and friends do the same from outside,
+    but only before the process starts. Returns False where there is no glibc (macOS, Windows, musl).
+    """
+    import ctypes  # noqa: PLC0415
+    import ctypes.util  # noqa: PLC0415
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = libc.mallopt if libc is not None else None
+    except (OSError, AttributeError):
+        mallopt = None
+    if mallopt is None or not hasattr(libc, "malloc_trim"):  # malloc_trim: glibc only
+        return False
+    settings = {_M_ARENA_MAX: 2, _M_MMAP_THRESHOLD: 1 << 20, _M_TRIM_THRESHOLD: 4 << 20}
+    return all(mallopt(param, value) == 1 for param, value in settings.items())
+
+
 def cpu_threads() -> int:
-    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores."""
-    return int(os.environ.get("VARIANTS_THREADS", "0") or 0)
+    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores (0)."""
+    return config.cpu_threads()

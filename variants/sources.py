@@ -6,9 +6,10 @@ Without network (or with ``HF_HUB_OFFLINE=1``) a Hub id that is not in the local
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from variants import config
 
 # Weights in other frameworks, and other exports, are never needed.
 IGNORE_PATTERNS = [
@@ -72,7 +73,7 @@ def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[st
     from huggingface_hub import snapshot_download  # noqa: PLC0415
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    offline = config.hub_offline()
     try:
         path = snapshot_download(
             source, revision=revision, ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore], local_files_only=offline

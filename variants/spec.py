@@ -185,3 +185,20 @@ def specs_from_config(data: dict, device: str) -> list[VariantSpec]:
         ]
     overrides = {k: data[k] for k in ("baseline", "pruned") if data.get(k)}
     return preset(data.get("preset", DEFAULT_PRESET), device, overrides)
+
+
+# Short plain names for charts and card titles (the chain's labels spell every step; these fit on one line).
+SHORT_LABELS = {
+    "baseline": "Baseline",
+    "pruned-dense": "Pruned, stored dense",
+    "pruned": "Pruned",
+    "pruned-onnx": "Pruned + ONNX",
+    "pruned-onnx-opt": "Pruned + ONNX, optimized",
+    "pruned-onnx-opt-int8": "Pruned + ONNX + INT8",
+    "pruned-onnx-opt-fp16": "Pruned + ONNX + FP16",
+}
+
+
+def short_label(name: str, label: str = "") -> str:
+    """A variant's short plain name: the chain's own, else its label, else its name."""
+    return SHORT_LABELS.get(name) or label or name

@@ -418,8 +418,7 @@ def prune_inputs(cfg: TrainConfig):
 
 
 def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> pruning.Importance:
-    """First-order importance on a seeded calibration subset of the training features (``model`` must use
-    eager attention: the scores come from a head mask)."""
+    """First-order importance on a seeded calibration subset of the training features."""
     calib = random.Random(cfg.seed).sample(range(len(features)), min(cfg.calib_examples, len(features)))
     return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
 
@@ -468,9 +467,7 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
     tokenizer, features, held_out = prune_inputs(cfg)
     resumed = checkpoint.load() if checkpoint else None
     if resumed is None:
-        scorer = AutoModelForQuestionAnswering.from_pretrained(
-            cfg.teacher, dtype=torch.float32, attn_implementation="eager"
-        )
+        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
         importance = importance_on(scorer, features, cfg)
         del scorer
         cut = Cut(pruning.select_heads(importance.heads, cfg.head_share, cfg.min_heads),

@@ -1,0 +1,57 @@
+"""CPU feature detection and the INT8 weight format chosen from it (AVX2-only, AVX512, VNNI, unknown, ARM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from variants import hardware
+from variants.results import current_hardware
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
+bugs\t\t: spectre_v1
+
+processor\t: 1
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
+"""
+
+
+def force_cpu(monkeypatch: pytest.MonkeyPatch, flags: set[str], x86: bool = True) -> None:
+    monkeypatch.setattr(hardware, "cpu_features", lambda: frozenset(flags))
+    monkeypatch.setattr(hardware, "is_x86", lambda: x86)
+
+
+def test_flags_are_read_from_cpuinfo() -> None:
+    assert hardware.parse_cpu_flags(CPUINFO) == {"fpu", "sse2", "avx", "avx2", "fma", "avx512f", "avx512bw"}
+    assert hardware.parse_cpu_flags("processor : 0\nFeatures : fp asimd\n") == frozenset()  # not x86 Linux
+    assert hardware.cpu_features() is hardware.cpu_features()  # read once
+
+
+@pytest.mark.parametrize(
+    ("flags", "x86", "weight_type"),
+    [
+        ({"avx2", "fma"}, True, "QUInt8"),  # Haswell..Comet Lake: U8S8 would saturate
+        ({"avx2", "avx512f", "avx512bw"}, True, "QUInt8"),  # Skylake-X: the same without VNNI
+        ({"avx2", "avx512f", "avx512_vnni"}, True, "QInt8"),  # Cascade Lake, Zen 4
+        ({"avx2", "avx_vnni"}, True, "QInt8"),  # Alder Lake
+        ({"avx512f", "avx512_vnni", "amx_int8"}, True, "QInt8"),  # Sapphire Rapids
+        (set(), True, "QUInt8"),  # flags unknown (no /proc/cpuinfo): the safe choice
+        (set(), False, "QInt8"),  # ARM: no u8 x s8 saturation
+    ],
+)
+def test_int8_format_follows_the_instruction_set(
+    monkeypatch: pytest.MonkeyPatch, flags: set[str], x86: bool, weight_type: str
+) -> None:
+    force_cpu(monkeypatch, flags, x86)
+    settings = hardware.int8_settings()
+    assert (settings.weight_type, settings.reduce_range) == (weight_type, False)
+    assert settings.format == {"QInt8": "U8S8", "QUInt8": "U8U8"}[weight_type]
+    assert settings.reason
+
+
+def test_benchmark_records_carry_the_isa_and_the_int8_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    force_cpu(monkeypatch, {"sse2", "avx2", "fma", "avx512f"})
+    facts = current_hardware()
+    assert facts["cpu_isa"] == ["avx2", "fma", "avx512f"]
+    assert facts["int8"]["format"] == "U8U8" and facts["int8"]["reduce_range"] is False

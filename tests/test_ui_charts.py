@@ -1,0 +1,80 @@
+"""The charts as pure functions of results and records: one style per variant everywhere, an honest F1
+axis with the always-"no answer" floor marked, plain names, every accuracy view plottable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from app_helpers import tiny_engine, write_fake_record
+
+from ui.benchmark import benchmark_outputs, record_frame, stored_record
+from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
+from ui.palette import PEER, STYLES, variant_style
+from variants import spec as specs
+from variants.engine import VariantResult
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path):
+    return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
+
+
+@pytest.fixture(scope="module")
+def record(engine, tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("results")
+    write_fake_record(folder, engine)
+    found, _note = stored_record(engine, folder)
+    return found
+
+
+def test_every_chain_variant_has_its_own_look() -> None:
+    for device in ("cpu", "cuda"):
+        names = [s.name for s in specs.chain(specs.FAMILIES["embedded"], device)] + [PEER]
+        assert all(name in STYLES for name in names)
+        looks = {(variant_style(n).colour, variant_style(n).marker) for n in names}
+        assert len(looks) == len(names), "two variants of one chain look alike"
+    assert variant_style("someone-else") == variant_style("someone-else")  # stable for names outside the chains
+
+
+def test_a_variant_keeps_its_colour_and_marker_in_every_plot(engine, record) -> None:
+    results = {
+        v.spec.name: VariantResult(v.spec.name, v.spec.label, answer="x", latency_ms=10.0 + i, speedup=1.0)
+        for i, v in enumerate(engine.loaded)
+    }
+    names = list(results)
+    bars = latency_figure(engine, names, results).data[0]
+    scatter = accuracy_figure(record_frame(record), no_answer_floor(record), "view").data
+    sweep = seq_len_figure(record).data
+    labels = {v.variant: v for v in record.variants}
+    for i, name in enumerate(names):
+        style = variant_style(name)
+        assert bars.marker.color[i] == style.colour
+        point = next(t for t in scatter if t.name == labels[name].short_label)
+        assert (point.marker.color, point.marker.symbol) == (style.colour, style.marker)
+        line = next(t for t in sweep if t.name == labels[name].short_label)
+        assert (line.line.color, line.marker.symbol) == (style.colour, style.marker)
+
+
+def test_the_f1_axis_starts_at_zero_and_marks_the_no_answer_floor(record) -> None:
+    fig = accuracy_figure(record_frame(record), no_answer_floor(record), "at threshold 0")
+    assert tuple(fig.layout.yaxis.range) == (0, 100)
+    assert no_answer_floor(record) == pytest.approx(50.0)  # 10 of the fake record's 20 questions have no answer
+    floor = [s for s in fig.layout.shapes if s.y0 == s.y1 == pytest.approx(50.0)]
+    assert floor and any("always “no answer”: 50.0" in a.text for a in fig.layout.annotations)
+    assert "at threshold 0" in fig.layout.title.text
+    assert not any("-" in t.name and t.name == t.name.lower() for t in fig.data), "internal ids as names"
+
+
+@pytest.mark.parametrize("view", ["pipeline", "best", "calibrated"])
+def test_every_accuracy_view_is_plotted(record, view: str) -> None:
+    header, scatter, table, _sweep, _csv = benchmark_outputs(record, "", view)
+    assert len(scatter.data) == len(record.variants)
+    assert table["F1"].notna().all()
+    assert "Accuracy shown" in header
+
+
+def test_latency_bars_show_the_spread(engine) -> None:
+    base = VariantResult("baseline", "Baseline", answer="x", latency_ms=10.0, latency_min_ms=9.0, latency_max_ms=13.0)
+    fig = latency_figure(engine, ["baseline"], {"baseline": base})
+    assert list(fig.data[0].error_x.array) == [3.0] and list(fig.data[0].error_x.arrayminus) == [1.0]

@@ -1,0 +1,92 @@
+"""The About tab: what each variant is, how it was built, and what this machine runs."""
+
+import platform
+from pathlib import Path
+
+from variants import results as records
+from variants import spec as specs
+from variants.engine import Engine
+
+from . import ROOT
+from .text import esc, fmt_mb, fmt_params, runtime_line
+
+
+def shown_source(source: str) -> str:
+    """A Hub id as is; a folder inside the app relative to it (server paths are not the visitor's business)."""
+    path = Path(source)
+    if path.is_absolute():
+        try:
+            return str(path.resolve().relative_to(ROOT))
+        except ValueError:
+            return path.name
+    return source
+
+
+# --- About tab ------------------------------------------------------------------------------------
+
+
+def about_html(engine: Engine) -> str:
+    family = specs.FAMILIES.get(engine.preset)
+    rows = []
+    for v in engine.loaded:
+        spec = v.spec
+        info = v.model.describe() if v.ok else {}
+        steps = " → ".join(spec.steps) if spec.steps else "none (as published)"
+        runtime = runtime_line(info.get("device", ""), info.get("provider", ""), info.get("dtype", ""))
+        status = (
+            f'<span class="qa-bad">failed: {esc(v.error)}</span>'
+            if v.error
+            else f"{esc(runtime)}<br>{esc(fmt_mb(info.get('size_mb')))}, {esc(fmt_params(info.get('parameters')))} "
+            f"parameters"
+        )
+        notes = "".join(f"<br><i>{esc(n)}</i>" for n in info.get("notes", []))
+        calibrated = v.calibrated_threshold
+        threshold = "none" if calibrated is None else f"{calibrated:+.2f}"
+        rows.append(
+            f"<tr><td><b>{esc(spec.label)}</b><br><code>{esc(spec.name)}</code>"
+            f"{'<br>headline' if spec.headline else ''}</td>"
+            f"<td>{esc(spec.description)}<br><small>source: <code>{esc(shown_source(spec.source))}</code></small></td>"
+            f"<td>{esc(steps)}<br><small>backend: {esc(spec.backend)}; "
+            f"calibrated no-answer threshold {threshold}</small></td>"
+            f"<td>{status}{notes}</td><td>{v.load_seconds:.1f} s</td></tr>"
+        )
+    fam = f"<p>{esc(family.description)}</p>" if family else ""
+    return (
+        f"<h3>Preset <code>{esc(engine.preset)}</code> on <code>{esc(engine.device)}</code></h3>{fam}"
+        "<p>Every variant answers through the same code: the context is split into "
+        f"{engine.settings.max_length}-token windows (stride {engine.settings.stride}), each window's start/end "
+        "scores are decoded into the best span, and SQuAD v2's “no answer” wins when ln(its score / the span's) "
+        "is above the no-answer threshold: 0 by default, the transformers pipeline's rule; each model's threshold "
+        "calibrated on SQuAD v2 (where half the questions have no answer, so it refuses far more often) is one "
+        "choice away in the Ask tab. Only the model underneath changes.</p>"
+        f"<p>{esc(serving_line(engine))}</p>"
+        '<table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th><th>Build steps</th>'
+        "<th>Runs on (device · provider · precision), size</th><th>Load / build time</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
+    )
+
+
+def serving_line(engine: Engine) -> str:
+    """How requests are served: the context limit and, if on, dynamic batching."""
+    line = f"Contexts of up to {engine.max_context_chars:,} characters are accepted."
+    if engine.batching is not None:
+        b = engine.batching
+        line += (
+            f" Dynamic batching is on: requests reaching a variant within {b.max_wait_ms:g} ms of each other run "
+            f"as one batch (up to {b.max_batch_size}), so latencies include that wait; INT8 variants, whose "
+            "answers depend on what shares their batch, run one request at a time."
+        )
+    return line
+
+
+def machine_summary() -> str:
+    hw = records.current_hardware()
+    hardware = ", ".join(filter(None, [records.hardware_label(hw, "cpu"), hw.get("gpu")]))
+    versions = []
+    for module in ("torch", "onnxruntime", "transformers", "gradio"):
+        try:
+            versions.append(f"{module} {__import__(module).__version__}")
+        except ImportError:
+            continue
+    return f"{hardware}; Python {platform.python_version()}; {', '.join(versions)}"

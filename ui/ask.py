@@ -1,0 +1,328 @@
+"""The Ask tab: examples, the handlers (closures over the engine, callable without a server), and its layout."""
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import gradio as gr
+
+from variants import custom
+from variants.engine import Engine, VariantResult
+from variants.qa import InputError, parse_null_threshold
+from variants.squad import load_squad_json
+
+from . import SAMPLE_FILE
+from .cards import cards_html, summary_html
+from .charts import latency_figure
+from .styles import CARD_CSS, html_block
+from .text import esc
+
+log = logging.getLogger("app")
+DEFAULT_RUNS = 5  # timed runs per variant in the Ask tab, after one untimed run
+
+# --- examples -------------------------------------------------------------------------------------
+
+NORMANS_QUESTION = "In what country is Normandy located?"
+UNANSWERABLE_ID = "5ad01e4677cf76001a686aa8"  # "What city has a population of 1,307,204?" (San Diego has 1,307,402)
+LONG_TITLE, LONG_PARAGRAPHS = "Packet_switching", 5  # about 640 tokens: more than one 384-token window
+LONG_QUESTION = "Who did Roger Scantlebury meet at the 1967 ACM Symposium?"  # answered in the last paragraph
+
+
+ULAN_BATOR = (  # a short passage in neither shared SQuAD file: what a newcomer would type
+    "Ulan Bator is the capital of Mongolia. The city lies on the Tuul River, in the north of the country, and "
+    "was founded in 1639 as a movable Buddhist monastery.",
+    "When was the city founded?",
+)
+
+
+def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]:
+    """[context, question] rows for gr.Examples, with labels: a short passage of our own, then SQuAD v2 ones
+    (left out when the sample is missing)."""
+    rows, labels = [list(ULAN_BATOR)], ["Ulan Bator: a short passage"]
+    try:
+        sample = load_squad_json(path)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("no SQuAD examples: %s", exc)
+        return rows, labels
+    normans = next((e for e in sample if e.question == NORMANS_QUESTION), None)
+    if normans:
+        rows.append([normans.context, NORMANS_QUESTION])
+        labels.append("Normans: answerable")
+    unanswerable = next((e for e in sample if e.id == UNANSWERABLE_ID), None)
+    if unanswerable:
+        rows.append([unanswerable.context, unanswerable.question])
+        labels.append("Southern California: no answer in the text")
+    paragraphs = list(dict.fromkeys(e.context for e in sample if e.title == LONG_TITLE))[:LONG_PARAGRAPHS]
+    if len(paragraphs) == LONG_PARAGRAPHS:
+        rows.append(["\n\n".join(paragraphs), LONG_QUESTION])
+        labels.append("Packet switching: long context (several 384-token windows)")
+    return rows, labels
+
+
+def selected_names(engine: Engine, extra: list[str] | None) -> list[str]:
+    """The headline variants plus the intermediate steps ticked in the checkbox group."""
+    extra = set(extra or [])
+    return [v.spec.name for v in engine.loaded if v.spec.headline or v.spec.name in extra]
+
+
+def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
+    """The Ask handler: yields (cards, summary, chart, last) after each variant finishes."""
+
+    def ask(
+        context: str,
+        question: str,
+        extra: list[str],
+        rule: str = "pipeline",
+        margin: float = 0.0,
+        runs: float = DEFAULT_RUNS,
+        last: dict | None = None,
+    ) -> Iterator[tuple]:
+        try:
+            engine.check_input(question, context)
+        except InputError as exc:
+            raise gr.Error(str(exc)) from None
+        names = selected_names(engine, extra)
+        results: dict[str, VariantResult] = {}
+        yield (
+            cards_html(engine, names, results, context, running=True),
+            summary_html(engine, names, results, running=True),
+            latency_figure(engine, names, results),
+            last,
+        )
+        try:
+            threshold = null_threshold(rule, margin)
+            for result in engine.ask_iter(question, context, names, repeats=int(runs), null_threshold=threshold):
+                results[result.variant] = result
+                running = len(results) < len(names)
+                yield (
+                    cards_html(engine, names, results, context, running=running),
+                    summary_html(engine, names, results, running=running),
+                    latency_figure(engine, names, results),
+                    last,
+                )
+        except InputError as exc:  # e.g. a question too long for the model's window
+            raise gr.Error(str(exc)) from None
+        yield (
+            cards_html(engine, names, results, context),
+            summary_html(engine, names, results, running=False),
+            latency_figure(engine, names, results),
+            {"context": context, "results": results},
+        )
+
+    return ask
+
+
+def make_validator(engine: Engine) -> Callable[..., list[dict]]:
+    """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
+    cards, chart and summary are left as they were."""
+
+    def validate(context: str, question: str, *_controls) -> list[dict]:
+        try:
+            engine.check_input(question, context)
+        except InputError as exc:
+            message = str(exc)
+            about_question = exc.field == "question"
+            return [
+                gr.validate(about_question, "" if about_question else message),
+                gr.validate(not about_question, message if about_question else ""),
+                *[gr.validate(True, "")] * len(_controls),
+            ]
+        return [gr.validate(True, "")] * (2 + len(_controls))
+
+    return validate
+
+
+def make_reselect(engine: Engine) -> Callable[[list[str], dict], tuple]:
+    """Show or hide the intermediate steps' cards without re-running anything."""
+
+    def reselect(extra: list[str], last: dict) -> tuple:
+        names = selected_names(engine, extra)
+        results = {k: v for k, v in (last or {}).get("results", {}).items() if k in names}
+        context = (last or {}).get("context", "")
+        return (
+            cards_html(engine, names, results, context),
+            summary_html(engine, names, results, running=False),
+            latency_figure(engine, names, results),
+        )
+
+    return reselect
+
+
+def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
+    def answer(context: str, question: str, null_threshold: float | str | None = None) -> list[dict]:
+        """Answer `question` from `context` with every loaded variant.
+
+        `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
+        default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
+        Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
+        latency_ms, latency_runs, latency_min_ms, latency_max_ms, null_threshold, device, provider, dtype,
+        start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup and
+        error; `answer` is "" when the model finds no answer in the context, and `guess` (with its offsets
+        and probability) is then the best span that "no answer" beat.
+        """
+        try:
+            threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
+            return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold)]
+        except (InputError, ValueError) as exc:
+            raise gr.Error(str(exc)) from None
+
+    return answer
+
+
+# --- Try your own model ---------------------------------------------------------------------------
+
+
+def custom_status_html(message: str, ok: bool) -> str:
+    kind = "qa-ok" if ok else "qa-notice"
+    return f'<div class="{kind}">{esc(message)}</div>'
+
+
+def make_custom_loader(engine: Engine, steps: list[tuple[str, str]], max_mb: float) -> Callable[..., tuple]:
+    """Check and load a user's Hub model as the extra variant ``custom``; tick it so that its card shows."""
+
+    def load(model_id: str, extra: list[str], progress=gr.Progress()) -> tuple:
+        try:
+            loaded = custom.load_custom_variant(engine, model_id, max_mb, progress=lambda f, m: progress(f, desc=m))
+        except custom.CustomModelRefused as exc:
+            return custom_status_html(str(exc), ok=False), gr.skip()
+        if not loaded.ok:
+            return custom_status_html(f"{loaded.spec.label} failed to load: {loaded.error}", ok=False), gr.skip()
+        name = loaded.spec.name
+        status = (
+            f"Loaded {loaded.spec.label.removeprefix('Your model: ')} ({loaded.spec.description.rstrip('.')}) "
+            "as an extra variant: press Ask to compare it. Loading another model replaces it."
+        )
+        ticked = [*(e for e in extra or [] if e != name), name]
+        choices = [*steps, (loaded.spec.label, name)]
+        return custom_status_html(status, ok=True), gr.CheckboxGroup(choices=choices, value=ticked, visible=True)
+
+    return load
+
+
+THRESHOLD_RULES = [  # (what the control says, mode)
+    ("Like the transformers pipeline (default)", "pipeline"),
+    ("Calibrated for SQuAD v2", "calibrated"),
+    ("Set a margin", "margin"),
+]
+THRESHOLD_HELP = (
+    "A model answers unless it rates “no answer” above its best span: by any margin in the transformers pipeline, "
+    "by the margin tuned on SQuAD v2 (where half the questions have no answer, so it refuses far more often), "
+    "or by the margin you set (lower: more answers)."
+)
+SCROLL_TO_RESULTS = """() => {
+  const target = document.getElementById('qa-summary');
+  if (target && target.getBoundingClientRect().top > window.innerHeight * 0.4) {
+    target.scrollIntoView({behavior: 'smooth', block: 'start'});
+  }
+}"""
+
+
+def null_threshold(rule: str, margin: float) -> str | float | None:
+    """The engine's ``null_threshold`` for the Ask tab's control: None (the pipeline's 0, the engine's
+    default), "calibrated" (each model's own), or the margin set on the slider."""
+    if rule == "calibrated":
+        return "calibrated"
+    if rule == "margin":
+        return float(margin)
+    return None
+
+
+def ask_tab(
+    engine: Engine,
+    headline: list[str],
+    steps: list[tuple[str, str]],
+    group: dict,
+    sample_file: Path,
+    custom_mb: float | None = None,
+):
+    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
+    above the summary and the cards; after Ask the page scrolls to them if they are below the fold."""
+    last = gr.State({})
+    question = gr.Textbox(
+        label="Question", placeholder="Ask something the passage answers (or not)", render=False
+    )  # rendered in the right column, next to the Ask button; the examples on the left fill it too
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=320):
+            context = gr.Textbox(
+                label="Context",
+                lines=6,
+                max_lines=12,
+                placeholder="Paste a passage…",
+                info=f"Up to {engine.max_context_chars:,} characters; long passages are read in overlapping windows.",
+            )
+            rows, labels = load_examples(sample_file)
+            if rows:
+                gr.Examples(
+                    rows, [context, question], example_labels=labels, cache_examples=False, label="Try an example"
+                )
+        with gr.Column(scale=2, min_width=320):
+            question.render()
+            submit = gr.Button("Ask every variant", variant="primary")
+            rule = gr.Radio(
+                THRESHOLD_RULES,
+                value="pipeline",
+                label="When to say “no answer”",
+                info=THRESHOLD_HELP,
+                elem_id="threshold-rule",
+            )
+            margin = gr.Slider(
+                -10,
+                10,
+                value=0,
+                step=0.5,
+                visible=False,
+                elem_id="threshold-margin",
+                label="Margin: ln(p(no answer) / p(best span)) above which the answer is “no answer”",
+            )
+            runs = gr.Slider(
+                1,
+                20,
+                value=DEFAULT_RUNS,
+                step=1,
+                label="Timed runs per variant",
+                info="After one untimed run; the cards show the median and the spread.",
+            )
+            extra = gr.CheckboxGroup(
+                steps,
+                value=[],
+                label="Also show the intermediate steps",
+                info="What each build step buys on its own (see the About tab).",
+                visible=bool(steps),
+            )
+            if custom_mb is not None:
+                with gr.Accordion("Try your own model", open=False, elem_id="custom-model"):
+                    model_id = gr.Textbox(
+                        label="Hub model id",
+                        placeholder=custom.EXAMPLE_ID,
+                        info=f"An extractive QA model (…ForQuestionAnswering) of the BERT family, up to "
+                        f"{custom_mb:,.0f} MB; it runs in PyTorch next to the others.",
+                    )
+                    load = gr.Button("Load it as an extra variant")
+                    custom_status = html_block("", elem_id="custom-status")
+    summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
+    cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
+    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
+    inputs = [context, question, extra, rule, margin, runs, last]
+    gr.on(
+        [submit.click, question.submit],
+        make_ask(engine),
+        inputs,
+        [cards, summary, chart, last],
+        show_progress="minimal",
+        api_visibility="private",
+        validator=make_validator(engine),
+        **group,
+    )
+    gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
+    rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
+    extra.change(make_reselect(engine), [extra, last], [cards, summary, chart], queue=False, api_visibility="private")
+    if custom_mb is not None:
+        gr.on(
+            [load.click, model_id.submit],
+            make_custom_loader(engine, steps, custom_mb),
+            [model_id, extra],
+            [custom_status, extra],
+            api_visibility="private",
+            concurrency_id="custom-model",
+            concurrency_limit=1,
+        )

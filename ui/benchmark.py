@@ -1,0 +1,237 @@
+"""The Benchmark tab: every stored record and this session's quick runs, each selectable, shown as header,
+charts, table and CSV, with the accuracy view (which no-answer threshold) chosen in the tab."""
+
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import gradio as gr
+
+from variants import results as records
+from variants.bench import quick_benchmark
+from variants.engine import Engine
+from variants.record import VIEW_TITLES, Record
+from variants.squad import load_squad_json
+
+from .charts import accuracy_figure, no_answer_floor, seq_len_figure
+from .styles import html_block
+from .text import count, esc, fmt_params
+
+TABLE_COLUMNS = {  # records_to_frame column -> table header
+    "short_label": "Variant",
+    "f1": "F1",
+    "exact": "EM",
+    "has_ans_f1": "F1 answerable",
+    "no_ans_f1": "F1 unanswerable",
+    "threshold": "no-answer threshold",
+    "p50_ms": "median ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "throughput_qps": "q/s",
+    "speedup_vs_baseline": "× baseline",
+    "size_mb": "MB",
+    "parameters": "params",
+}
+VIEW_CHOICES = [  # (what the tab's control says, the engine's view); the records keep all three
+    ("Threshold 0 (pipeline, what the app does)", "pipeline"),
+    ("Best threshold (official best F1)", "best"),
+    ("Calibrated threshold", "calibrated"),
+]
+DEFAULT_VIEW = "pipeline"
+QUICK_DEFAULT = 50  # questions; at fewer, F1 differences of several points are chance
+
+
+def stored_records(results_dir: Path | None) -> list[Record]:
+    """Every stored record, newest first."""
+    stored = records.load_records(results_dir) if results_dir else records.load_records()
+    return sorted(stored, key=lambda r: r.created, reverse=True)
+
+
+def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | None, str]:
+    """The stored record for this preset and the hardware in use, and a note when it does not match."""
+    same_preset = [r for r in stored_records(results_dir) if r.preset == engine.preset]
+    if not same_preset:
+        return None, f"No benchmark records for the {engine.preset} preset yet."
+    hardware = records.current_hardware()
+    record = records.pick_record(same_preset, device=engine.device, hardware=hardware)
+    here = records.hardware_label(hardware, engine.device)
+    same_kind = records.device_kind(record.device) == records.device_kind(engine.device)
+    if same_kind and records.same_hardware(record, hardware):
+        return record, ""
+    return record, f"No record was measured on this machine ({here}, {engine.device}); showing the closest one."
+
+
+def record_key(record: Record) -> str:
+    """A record's value in the chooser: its file for a stored one, its creation time for a quick run."""
+    return f"file:{record.file}" if record.file else f"quick:{record.created}"
+
+
+def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
+    """This session's quick runs first (newest first), then every stored record."""
+    runs = [(f"This session: {r.title()}", record_key(r)) for r in reversed(quick)]
+    return runs + [(r.title(), record_key(r)) for r in stored]
+
+
+def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> Record | None:
+    return next((r for r in [*quick, *stored] if record_key(r) == key), None)
+
+
+def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
+    """One row per variant (and the transformers-pipeline peer, if measured) of ``record``, with the accuracy
+    columns of ``view``."""
+    if record is None:
+        return None
+    return records.records_to_frame([record], view=view)
+
+
+def noise_points(n: int | None) -> float | None:
+    """Half-width of a 95% interval for an F1 (or EM) on ``n`` questions, in points, at its widest (per-question
+    scores in [0, 1] have a standard deviation of at most 0.5): 1.96 * 0.5 / sqrt(n) * 100."""
+    return 98 / math.sqrt(n) if n else None
+
+
+def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> str:
+    if record is None:
+        return (
+            f'<div class="qa-notice">{esc(note)} Run <code>python -m variants bench</code> to add one, '
+            "or press <b>Run quick benchmark</b> below.</div>"
+        )
+    questions = record.n_questions
+    frame = record_frame(record, view)
+    timed = frame["n_latency"].dropna().max() if len(frame) else None
+    hardware = records.hardware_label(record.hardware, record.device)
+    source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
+    file = Path(str(record.data.get("file", ""))).name
+    sample = f"Accuracy on {count(questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
+    noise = noise_points(questions)
+    if noise:
+        sample += f" ({'noisy at this size: ' if record.noisy else ''}an F1 is known to ±{noise:.0f} points at most)"
+    lines = [
+        f"<b>{esc(source)}</b> · preset <code>{esc(record.preset)}</code> · device <code>{esc(record.device)}</code>"
+        f" · measured {esc(record.created)}",
+        f"Hardware: {esc(hardware)}",
+        esc(sample) + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else ""),
+        f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}",
+    ]
+    warn = f'<div class="qa-notice">{esc(note)}</div>' if note else ""
+    return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
+
+
+def table_frame(frame):
+    import pandas as pd  # noqa: PLC0415
+
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=list(TABLE_COLUMNS.values()))
+    table = frame[[c for c in TABLE_COLUMNS if c in frame.columns]].copy()
+    for column in table.columns:
+        if column == "parameters":
+            table[column] = table[column].map(fmt_params)
+        elif column != "short_label":
+            table[column] = table[column].astype(float).round(2)
+    return table.rename(columns=TABLE_COLUMNS)
+
+
+def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
+    """The record's per-variant rows as a CSV file in the temp folder (served by the download button)."""
+    if frame is None or not len(frame):
+        return None
+    folder = Path(tempfile.gettempdir()) / "qa-variants"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = (record.created or time.strftime("%Y%m%dT%H%M%S")).replace(":", "").replace(" ", "_")
+    path = folder / f"benchmark-{record.preset or 'preset'}-{stamp}-{view}.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> tuple:
+    """(header, scatter, table, seq-len chart, CSV path) for a record or none, accuracy as ``view`` has it."""
+    frame = record_frame(record, view) if record is not None else None
+    csv = write_csv(frame, record, view) if record is not None else None
+    return (
+        record_header(record, note, view),
+        accuracy_figure(frame, no_answer_floor(record), VIEW_TITLES.get(view, view)),
+        table_frame(frame),
+        seq_len_figure(record),
+        csv,
+    )
+
+
+def make_quick_benchmark(engine: Engine, sample_file: Path, stored: list[Record] | None = None) -> Callable:
+    """Run a quick benchmark and add it beside the stored records (never instead of them), selected."""
+
+    def quick(n: float, view: str, quick_runs: list[Record], progress=gr.Progress()) -> tuple:
+        examples = load_squad_json(sample_file)
+        progress(0.0, desc="Starting")
+        record = quick_benchmark(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
+        quick_runs = [*(quick_runs or []), record]
+        choices = gr.Dropdown(choices=record_choices(stored or [], quick_runs), value=record_key(record))
+        return (*select_outputs(record, "", view), quick_runs, choices)
+
+    return quick
+
+
+def select_outputs(record: Record | None, note: str, view: str) -> tuple:
+    """What the tab shows for ``record``: header, scatter, table, sweep and the download button."""
+    *shown, csv = benchmark_outputs(record, note, view)
+    return (*shown, gr.DownloadButton(value=csv, interactive=csv is not None))
+
+
+def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path):
+    stored = stored_records(results_dir)
+    record, note = stored_record(engine, results_dir)
+    header0, scatter0, table0, sweep0, csv0 = benchmark_outputs(record, note)
+    quick_runs = gr.State([])
+    with gr.Row(equal_height=True):
+        choice = gr.Dropdown(
+            record_choices(stored, []),
+            value=record_key(record) if record else None,
+            label="Benchmark record",
+            info="Every stored record, and the quick runs of this session.",
+            scale=3,
+            min_width=320,  # below that (a phone) the two controls stack
+            elem_id="bench-record",
+        )
+        view = gr.Radio(
+            VIEW_CHOICES,
+            value=DEFAULT_VIEW,
+            label="Accuracy at which no-answer threshold",
+            info="F1 on SQuAD v2 moves by about ten points with it: half its questions have no answer.",
+            scale=2,
+            min_width=320,
+            elem_id="bench-view",
+        )
+    header = html_block(header0, elem_id="bench-header")
+    with gr.Row():
+        with gr.Column(min_width=480):
+            scatter = gr.Plot(scatter0, show_label=False, elem_id="bench-scatter")
+        with gr.Column(min_width=480):
+            sweep = gr.Plot(sweep0, show_label=False, elem_id="bench-seqlen")
+    table = gr.Dataframe(table0, label="Per variant", interactive=False, wrap=True, elem_id="bench-table")
+    with gr.Row(equal_height=True):
+        n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
+        run = gr.Button("Run quick benchmark", variant="primary", scale=1)
+        download = gr.DownloadButton("Download CSV", value=csv0, interactive=csv0 is not None, scale=1)
+    gr.Markdown(
+        "Stored records come from `python -m variants bench` (the full sample, hundreds of timed runs, sweeps). "
+        "A quick benchmark runs here and now on N questions drawn at random from the SQuAD v2 sample, at batch 1; "
+        "it is added to the list above, not saved, and waits in the same model queue as the Ask tab. At 50 "
+        "questions an F1 is only known to about ±14 points. EM and F1 are percentages; latency is per question "
+        "(tokenize, every window, decode)."
+    )
+    shown = [header, scatter, table, sweep, download]
+
+    def select(key: str, chosen_view: str, runs: list[Record]) -> tuple:
+        picked = find_record(key, stored, runs or [])
+        return select_outputs(picked, note if picked is record else "", chosen_view)
+
+    gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
+    run.click(
+        make_quick_benchmark(engine, sample_file, stored),
+        [n, view, quick_runs],
+        [*shown, quick_runs, choice],
+        show_progress_on=[header],
+        api_visibility="private",
+        **group,
+    )

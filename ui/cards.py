@@ -1,0 +1,245 @@
+"""The Ask tab's cards and summary line: pure functions of the loaded variants and their results."""
+
+from variants import custom
+from variants.engine import Engine, LoadedVariant, VariantResult
+from variants.spec import short_label
+
+from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
+
+ROLES = {  # badge in plain words, the jargon in its tooltip
+    "baseline": ("original", "The reference: the published model as it is (PyTorch, 32-bit floats)."),
+    "headline": ("optimized", "A headline variant: the end of one optimization chain."),
+    "step": ("build step", "An intermediate step of the chain, shown to see what each step buys on its own."),
+    custom.CUSTOM_NAME: ("your model", "The Hub model you loaded, run in PyTorch next to the others."),
+}
+DEVICES = {"cpu": "CPU", "cuda": "GPU", "mps": "Apple GPU"}
+PROVIDERS = {
+    "PyTorch": "PyTorch",
+    "CPUExecutionProvider": "ONNX Runtime",
+    "CUDAExecutionProvider": "ONNX Runtime (CUDA)",
+    "TensorrtExecutionProvider": "ONNX Runtime (TensorRT)",
+}
+PRECISIONS = {
+    "fp32": "32-bit floats",
+    "fp16": "16-bit floats",
+    "bf16": "bfloat16",
+    "int8": "8-bit integers",
+}
+LATENCY_TIP = (
+    "Median of {runs} timed runs after one untimed warm-up run; the range is the fastest and the slowest run. "
+    "Speedups compare medians."
+)
+
+
+def plain_runtime(device: str, provider: str, dtype: str) -> str:
+    """What a variant runs on in words, e.g. "CPU · ONNX Runtime · 8-bit integers" (the card's tooltip keeps
+    ``cpu · CPUExecutionProvider · INT8``)."""
+    kind = DEVICES.get(device.split(":", maxsplit=1)[0], device)
+    parts = (kind, PROVIDERS.get(provider, provider), PRECISIONS.get(dtype.lower(), dtype.upper()))
+    return " · ".join(p for p in parts if p)
+
+
+def _metric(value: str, caption: str, extra: str = "", tip: str = "") -> str:
+    title = f' title="{esc(tip)}"' if tip else ""
+    return f'<div class="qa-metric {extra}"{title}><b>{esc(value)}</b><span>{esc(caption)}</span></div>'
+
+
+def _latency_metric(result: VariantResult) -> str:
+    """The median latency with the number of timed runs and their spread, explained in the tooltip."""
+    runs = len(result.latency_runs) or 1
+    low, high = result.latency_min_ms, result.latency_max_ms
+    caption = f"median of {runs} runs" if runs > 1 else "one run"
+    if runs > 1 and low is not None and high is not None:
+        caption += f" · {fmt_ms(low).removesuffix(' ms')}–{fmt_ms(high)}"
+    return _metric(fmt_ms(result.latency_ms), caption, "qa-key", LATENCY_TIP.format(runs=runs))
+
+
+def card_html(
+    loaded: LoadedVariant,
+    result: VariantResult | None = None,
+    context: str = "",
+    state: str = "idle",
+    baseline: VariantResult | None = None,
+) -> str:
+    """One variant's card. ``state``: idle (nothing asked yet), running, done, stale (not run for this question)."""
+    spec = loaded.spec
+    info = loaded.model.describe() if loaded.ok else {}
+    error = (result.error if result else None) or loaded.error
+    if error:
+        state = "error"
+    classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
+    role, role_tip = ROLES.get(spec.name, ROLES["headline" if spec.headline else "step"])
+    head = (
+        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.label)}">'
+        f"{esc(short_label(spec.name, spec.label))}</span>"
+        f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
+    )
+    if state == "error":
+        body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
+    elif state == "done" and result is not None:
+        body = _answer_block(result, context) + _metrics_block(result, baseline)
+    else:
+        waiting = {"running": "running…", "stale": "not run for this question: press Ask"}.get(state, "")
+        body = f'<div class="qa-answer qa-pending">{esc(waiting) or "&nbsp;"}</div>' + _static_metrics(info)
+    device = result.device if result and result.device else info.get("device", "")
+    provider = result.provider if result and result.provider else info.get("provider", "")
+    dtype = result.dtype if result and result.dtype else info.get("dtype", "")
+    runtime = runtime_line(device, provider, dtype)
+    plain = plain_runtime(device, provider, dtype)
+    foot = f'<div class="qa-runtime" title="{esc(runtime)}">{esc(plain)}</div>' if runtime else ""
+    notes = "".join(f'<div class="qa-note">{esc(n)}</div>' for n in info.get("notes", []))
+    return (
+        f'<div class="{classes}" data-variant="{esc(spec.name)}" data-state="{esc(state)}">'
+        f"{head}{body}{foot}{notes}</div>"
+    )
+
+
+def _answer_block(result: VariantResult, context: str) -> str:
+    confidence = fmt_confidence(result.score)
+    if not result.answer and result.guess:
+        snippet = highlight(context, result.guess_start, result.guess_end, SNIPPET_RADIUS // 2)
+        rule = f" (threshold {result.null_threshold:+.2f})"
+        return (
+            '<div class="qa-answer qa-none">no answer</div>'
+            f'<div class="qa-guess" title="The model rated &quot;no answer&quot; above this span under the chosen '
+            f'rule{esc(rule)}.">Best guess: <b>{esc(result.guess)}</b> '
+            f"(confidence {esc(fmt_confidence(result.guess_score))})</div>"
+            f'<div class="qa-snippet qa-muted">{snippet}</div>'
+        )
+    if not result.answer:
+        return (
+            '<div class="qa-answer qa-none">no answer</div>'
+            f'<div class="qa-snippet qa-muted">The model judges the question unanswerable from this context '
+            f"(confidence {esc(confidence)}).</div>"
+        )
+    snippet = highlight(context, result.start, result.end)
+    return f'<div class="qa-answer">{esc(result.answer)}</div><div class="qa-snippet">{snippet}</div>'
+
+
+def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str:
+    if result.variant == "baseline":
+        speed = _metric("1.00×", "reference speed", "qa-speed", "Speedups compare median latencies.")
+    elif result.speedup:
+        word = "faster" if result.speedup >= 1 else "slower"
+        shown = result.speedup if result.speedup >= 1 else 1 / result.speedup
+        good = " qa-good" if result.speedup >= 1 else ""
+        speed = _metric(
+            fmt_speedup(shown), f"{word} than baseline", "qa-speed" + good, "Baseline median ÷ this median."
+        )
+    else:
+        speed = _metric("–", "vs baseline", "qa-speed")
+    smaller = ""
+    if baseline and baseline.size_mb and result.size_mb and result.variant != "baseline":
+        smaller = f" · {baseline.size_mb / result.size_mb:.1f}× smaller"
+    return (
+        '<div class="qa-metrics">'
+        + _latency_metric(result)
+        + speed
+        + _confidence_metric(result)
+        + _metric(fmt_mb(result.size_mb), "model size" + smaller)
+        + _metric(fmt_params(result.parameters), "parameters")
+        + "</div>"
+    )
+
+
+def _confidence_metric(result: VariantResult) -> str:
+    """The answer's probability; with no answer, its best guess's (the [CLS] probability is often ~0%, since a
+    calibrated threshold can make "no answer" win with a null score far below the span's)."""
+    if result.answer:
+        return _metric(fmt_confidence(result.score), "confidence")
+    if result.guess:
+        return _metric(fmt_confidence(result.guess_score), "best guess confidence")
+    return _metric(fmt_confidence(result.score), "no-answer score")
+
+
+def _static_metrics(info: dict) -> str:
+    if not info:
+        return ""
+    return (
+        '<div class="qa-metrics">'
+        + _metric("–", "latency", "qa-key")
+        + _metric("–", "vs baseline", "qa-speed")
+        + _metric("–", "confidence")
+        + _metric(fmt_mb(info.get("size_mb")), "model size")
+        + _metric(fmt_params(info.get("parameters")), "parameters")
+        + "</div>"
+    )
+
+
+def cards_html(
+    engine: Engine, names: list[str], results: dict[str, VariantResult], context: str, running: bool = False
+) -> str:
+    """The grid of cards for ``names`` (in chain order), each in the state its result says."""
+    baseline = results.get("baseline")
+    cards = []
+    for loaded in engine.loaded:
+        name = loaded.spec.name
+        if name not in names:
+            continue
+        if name in results:
+            cards.append(card_html(loaded, results[name], context, "done", baseline))
+        else:
+            state = "running" if running else ("stale" if results else "idle")
+            cards.append(card_html(loaded, None, context, state))
+    return f'<div class="qa-cards">{"".join(cards)}</div>'
+
+
+def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
+    """One line a stakeholder can read: the fastest variant, its speedup and size (medians), then how many
+    variants answered and how many of those give the baseline's answer ("no answer" twice is not agreement)."""
+    if running:
+        done = len(results)
+        return f'<div class="qa-summary">Running {done + 1} of {len(names)}…</div>'
+    ok = [r for r in results.values() if not r.error and r.latency_ms]
+    if not ok:
+        text = "No variant could answer: the cards say why." if results else "Ask a question to compare the variants."
+        return f'<div class="qa-summary qa-muted">{esc(text)}</div>'
+    return f'<div class="qa-summary">{_speed_line(ok, results.get("baseline"))}.<br>{answers_line(ok)}</div>'
+
+
+def _speed_line(ok: list[VariantResult], base: VariantResult | None) -> str:
+    others = [r for r in ok if r.variant != "baseline"]
+    if not base or base.error or not base.latency_ms or not others:
+        fastest = min(ok, key=lambda r: r.latency_ms)
+        name = esc(short_label(fastest.variant, fastest.label))
+        return f"Fastest: <b>{name}</b> (median {esc(fmt_ms(fastest.latency_ms))})"
+    fastest = min(others, key=lambda r: r.latency_ms)
+    name = esc(short_label(fastest.variant, fastest.label))
+    ratio = base.latency_ms / fastest.latency_ms
+    if ratio >= 1:
+        lead = (
+            f"Fastest: <b>{name}</b>, median <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
+            f"<b>{esc(fmt_speedup(ratio))} faster</b> than the baseline ({esc(fmt_ms(base.latency_ms))})"
+        )
+    else:
+        lead = (
+            f"The baseline was fastest on this question (median {esc(fmt_ms(base.latency_ms))}); the quickest "
+            f"optimized variant, <b>{name}</b>, took {esc(fmt_ms(fastest.latency_ms))}"
+        )
+    if base.size_mb and fastest.size_mb and base.size_mb / fastest.size_mb >= 1.05:
+        lead += f", and it is {base.size_mb / fastest.size_mb:.1f}× smaller"
+    return lead
+
+
+def same_answer(a: str, b: str) -> bool:
+    """Two answers agree when both are given and equal up to case and surrounding space."""
+    return bool(a.strip()) and a.strip().casefold() == b.strip().casefold()
+
+
+def answers_line(ok: list[VariantResult]) -> str:
+    """How many variants answered, and how many of those give the baseline's answer."""
+    answered = [r for r in ok if r.answer]
+    base = next((r for r in ok if r.variant == "baseline"), None)
+    text = f"{len(answered)} of {len(ok)} variants answered"
+    if not answered:
+        text = f"No variant answered ({len(ok)} said “no answer”; each card shows its best guess)"
+    elif base is None:
+        pass
+    elif not base.answer:
+        text += ", and the baseline said “no answer”, so there is no baseline answer to agree with"
+    else:
+        others = [r for r in answered if r.variant != "baseline"]
+        agree = sum(same_answer(r.answer, base.answer) for r in others)
+        if others:
+            text += f"; {agree} of the {len(others)} other answers match the baseline's"
+    return f'<span class="qa-agree">{esc(text)}.</span>'

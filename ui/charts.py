@@ -1,0 +1,184 @@
+"""Plotly figures, each a plain function of results or records (the components that show them live in the tabs)."""
+
+import math
+
+import plotly.graph_objects as go
+
+from variants.engine import Engine, VariantResult
+from variants.record import Record
+from variants.spec import short_label
+
+from .palette import PEER, variant_style
+from .text import esc, fmt_ms, fmt_params, fmt_speedup
+
+HOVER_FIELDS = {  # frame column -> what the hover box calls it
+    "f1": "F1",
+    "threshold": "no-answer threshold",
+    "exact": "exact match",
+    "has_ans_f1": "F1 on answerable questions",
+    "no_ans_f1": "F1 on unanswerable questions",
+    "p50_ms": "median ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "throughput_qps": "questions per second",
+    "speedup_vs_baseline": "× baseline speed",
+    "size_mb": "MB",
+    "parameters": "parameters",
+    "device": "device",
+    "provider": "runtime",
+    "dtype": "precision",
+}
+
+
+def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantResult]) -> go.Figure:
+    """Horizontal bars: each variant's median latency (chain order, baseline on top), a whisker over the
+    spread of its timed runs, and its speedup; each bar in the variant's own colour."""
+    rows = [
+        results[v.spec.name]
+        for v in engine.loaded
+        if v.spec.name in names and v.spec.name in results and results[v.spec.name].latency_ms
+    ]
+    rows = [r for r in rows if not r.error]
+    fig = go.Figure()
+    if rows:
+        low = [r.latency_ms - (r.latency_min_ms or r.latency_ms) for r in rows]
+        high = [(r.latency_max_ms or r.latency_ms) - r.latency_ms for r in rows]
+        fig.add_bar(
+            y=[f"{short_label(r.variant, r.label)}<br><sub>{_bar_text(r)}</sub>" for r in rows],
+            x=[r.latency_ms for r in rows],
+            orientation="h",
+            marker_color=[variant_style(r.variant).colour for r in rows],
+            error_x={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#374151"},
+            hovertemplate="median %{x:.1f} ms<extra></extra>",
+        )
+    else:
+        _empty(fig, "Latencies appear here as each variant answers")
+    fig.update_layout(
+        title={"text": "Median latency for this question, whisker = fastest to slowest run", "font": {"size": 13}},
+        xaxis={"title": "milliseconds", "rangemode": "tozero"},
+        yaxis={"autorange": "reversed", "automargin": True},
+        height=max(220, 70 + 42 * max(len(rows), 3)),
+        margin={"l": 10, "r": 20, "t": 40, "b": 40},
+        template="plotly_white",
+        showlegend=False,
+    )
+    return fig
+
+
+def _bar_text(result: VariantResult) -> str:
+    shown = fmt_ms(result.latency_ms)
+    return shown if result.variant == "baseline" else f"{shown} · {fmt_speedup(result.speedup)}"
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def no_answer_floor(record: Record | None) -> float | None:
+    """F1 of answering "no answer" to every question: the share of unanswerable ones, in percent."""
+    data = record.data if record else {}
+    n, none = data.get("n_questions"), data.get("no_answer")
+    return 100 * none / n if n and none is not None else None
+
+
+def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Figure:
+    """F1 against median latency, one marker per variant (its own colour and shape, its plain name in the
+    legend), a bar from the median to p90. The F1 axis runs from 0 to 100 so that a few points look like a
+    few points, and a dotted line marks ``floor``, the F1 of always answering "no answer" (the share of
+    unanswerable questions). ``view`` names the accuracy view plotted (which no-answer threshold)."""
+    fig = go.Figure()
+    rows = frame.dropna(subset=["f1", "p50_ms"]) if frame is not None and len(frame) else None
+    if rows is not None and len(rows):
+        hover = "<br>".join(f"{label}: %{{customdata[{i}]}}" for i, label in enumerate(HOVER_FIELDS.values()))
+        for row in rows.itertuples(index=False):
+            style = variant_style(PEER if row.is_peer else str(row.variant))
+            p90 = row.p90_ms if not _missing(row.p90_ms) else row.p50_ms
+            fig.add_scatter(
+                x=[row.p50_ms],
+                y=[row.f1],
+                mode="markers",
+                name=str(row.short_label),
+                error_x={"type": "data", "symmetric": False, "array": [p90 - row.p50_ms], "arrayminus": [0]},
+                marker={
+                    "size": 15,
+                    "color": style.colour,
+                    "symbol": style.marker,
+                    "opacity": 0.85,
+                    "line": {"width": 1, "color": "#1f2937"},
+                },
+                customdata=[[_hover_value(getattr(row, f, None)) for f in HOVER_FIELDS]],
+                hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
+            )
+        if floor is not None:
+            fig.add_hline(
+                y=floor,
+                line={"dash": "dot", "color": "#9ca3af"},
+                annotation_text=f"always “no answer”: {floor:.1f}",
+                annotation_position="bottom right",
+                annotation_font={"size": 11, "color": "#6b7280"},
+            )
+        fig.update_yaxes(range=[0, 100])
+        fig.update_xaxes(rangemode="tozero")
+    else:
+        _empty(fig, "No accuracy and latency numbers yet")
+    title = "Accuracy against speed (up and left is better)" + (f"<br><sup>{esc(view)}</sup>" if view else "")
+    return _chart_layout(fig, title, "median latency per question (ms), bar to p90", "F1 on SQuAD v2 (%)")
+
+
+def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    """The benchmark tab's common chart style: title, axes, white template, legend below (it wraps on a phone)."""
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        height=480,
+        margin={"l": 10, "r": 20, "t": 60, "b": 40},
+        template="plotly_white",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "font": {"size": 11}},
+    )
+    return fig
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _hover_value(value) -> str:
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else f"{value:,.2f}"
+    if isinstance(value, int) and value > 1e5:
+        return fmt_params(value)
+    return esc("–" if value is None else value)
+
+
+def seq_len_figure(record: Record | None) -> go.Figure:
+    """Median latency against sequence length, one line per variant in its own colour, marker and dash."""
+    fig = go.Figure()
+    for v in record.variants if record else []:
+        points = [(p["seq_len"], p["p50_ms"]) for p in v.seq_len_sweep if p.get("p50_ms") is not None]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            style = variant_style(v.variant)
+            fig.add_scatter(
+                x=list(xs),
+                y=list(ys),
+                mode="lines+markers",
+                name=v.short_label,
+                line={"color": style.colour, "width": 2.5 if v.headline else 1.5, "dash": style.dash},
+                marker={"symbol": style.marker, "size": 8, "color": style.colour},
+                hovertemplate="%{x} tokens: %{y:.1f} ms<extra>%{fullData.name}</extra>",
+            )
+    if not fig.data:
+        _empty(
+            fig,
+            "No sequence-length sweep in this record"
+            + ("<br>(quick benchmarks skip it; run python -m variants bench)" if record else ""),
+        )
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    return _chart_layout(
+        fig, "Latency against input length (batch 1)", "sequence length (tokens)", "median latency (ms)"
+    )

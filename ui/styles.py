@@ -1,0 +1,66 @@
+"""The page's CSS: the cards' styles travel with their HTML block (scoped ``css_template``), the rest is given
+at ``launch()``, which is where Gradio 6 takes theme and page CSS."""
+
+import gradio as gr
+
+CARD_CSS = """
+.qa-cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(290px, 1fr)); gap: 14px; }
+.qa-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 14px 16px;
+  background: var(--block-background-fill); display: flex; flex-direction: column; gap: 8px; }
+.qa-card.qa-headline { border-top: 4px solid #ea580c; }
+.qa-card[data-variant="baseline"] { border-top-color: #9ca3af; }
+.qa-card.qa-error { border-color: #dc2626; border-top-width: 4px; }
+.qa-card.qa-running { opacity: 0.65; }
+.qa-head { display: flex; justify-content: space-between; align-items: baseline; gap: 8px; min-width: 0; }
+.qa-title { font-weight: 700; font-size: 0.98em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+  min-width: 0; }
+.qa-role { flex-shrink: 0; font-size: 0.72em; padding: 1px 7px; border-radius: 999px; cursor: help;
+  background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
+.qa-guess { font-size: 0.95em; }
+.qa-answer { font-size: 1.35em; font-weight: 700; min-height: 1.4em; overflow-wrap: anywhere; }
+.qa-answer.qa-none { color: var(--body-text-color-subdued); font-style: italic; }
+.qa-answer.qa-pending { font-size: 1em; font-weight: 400; color: var(--body-text-color-subdued); }
+.qa-snippet { font-size: 0.85em; line-height: 1.45; color: var(--body-text-color-subdued); overflow-wrap: anywhere;
+  max-height: 9em; overflow: auto; }
+.qa-snippet mark { background: #fde68a; color: #111827; padding: 0 2px; border-radius: 3px; font-weight: 600; }
+.qa-metrics { display: grid; grid-template-columns: repeat(6, 1fr); gap: 6px; }
+.qa-metric { grid-column: span 2; }
+.qa-metric.qa-key, .qa-metric.qa-speed { grid-column: span 3; }
+.qa-metric[title], .qa-runtime[title] { cursor: help; }
+.qa-metric { display: flex; flex-direction: column; padding: 6px 8px; border-radius: 6px;
+  background: var(--background-fill-secondary); }
+.qa-metric b { font-size: 1.05em; }
+.qa-metric span { font-size: 0.72em; color: var(--body-text-color-subdued); }
+.qa-metric.qa-key b, .qa-metric.qa-speed b { font-size: 1.3em; }
+.qa-metric.qa-good b { color: #15803d; }
+.qa-runtime { font-family: var(--font-mono); font-size: 0.78em; color: var(--body-text-color-subdued); }
+.qa-note { font-size: 0.78em; color: #b45309; }
+.qa-error { color: #dc2626; overflow-wrap: anywhere; font-size: 0.9em; }
+"""
+BANNER_CSS = """
+.qa-summary { font-size: 1.05em; padding: 10px 14px; border-radius: 8px; background: var(--background-fill-secondary); }
+.qa-muted { color: var(--body-text-color-subdued); }
+.qa-agree { font-size: 0.88em; color: var(--body-text-color-subdued); }
+.qa-notice { padding: 10px 14px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb; color: #78350f;
+  margin-bottom: 8px; overflow-wrap: anywhere; }
+.qa-notice details { margin-top: 4px; font-size: 0.9em; }
+.qa-notice summary { cursor: pointer; }
+.qa-record { font-size: 0.92em; line-height: 1.6; }
+.qa-about { width: 100%; border-collapse: collapse; font-size: 0.9em; }
+.qa-about th, .qa-about td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; text-align: left;
+  vertical-align: top; }
+.qa-bad { color: #dc2626; }
+.qa-ok { padding: 10px 14px; border-radius: 8px; border: 1px solid #16a34a; background: #f0fdf4; color: #14532d;
+  overflow-wrap: anywhere; }
+"""
+PAGE_CSS = ".gradio-container { max-width: 1400px !important; }"
+
+
+def launch_style() -> dict:
+    """Page-wide theme and CSS, which Gradio 6 takes at launch() (the cards' styles travel with them)."""
+    return {"theme": gr.themes.Soft(), "css": PAGE_CSS}
+
+
+def html_block(value: str = "", css: str = BANNER_CSS, **kwargs) -> gr.HTML:
+    """An HTML block whose (scoped) styles travel with it, so build_demo() needs nothing at launch."""
+    return gr.HTML(value, css_template=css, js_on_load=None, **kwargs)

@@ -1,0 +1,262 @@
+"""Every option of the engine in one place: command-line arguments and the environment.
+
+The app (``python app.py``), the command line (``python -m variants ...``) and the engine read their
+settings here and nowhere else: flags win over ``VARIANTS_*`` variables, which win over the built-in
+defaults. :data:`ENVIRONMENT` lists every variable. Nothing here imports model code until an engine is
+loaded (:func:`engine_from_args`), so starting the app pulls in neither torch nor the training code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from variants import spec as specs
+from variants.qa import parse_null_threshold
+
+if TYPE_CHECKING:
+    from variants.batching import BatchingConfig
+    from variants.engine import Engine
+
+# --- the environment ------------------------------------------------------------------------------
+
+PRESET_ENV = "VARIANTS_PRESET"
+BASELINE_ENV = "VARIANTS_BASELINE"
+PRUNED_ENV = "VARIANTS_PRUNED"
+DEVICE_ENV = "VARIANTS_DEVICE"
+NAMES_ENV = "VARIANTS_NAMES"
+BATCHING_ENV = "VARIANTS_BATCHING"
+BATCH_WAIT_ENV = "VARIANTS_BATCH_WAIT_MS"
+MAX_BATCH_ENV = "VARIANTS_MAX_BATCH"
+MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
+CACHE_DIR_ENV = "VARIANTS_CACHE_DIR"
+THREADS_ENV = "VARIANTS_THREADS"
+ORT_SPIN_ENV = "VARIANTS_ORT_SPIN"
+CONCURRENCY_ENV = "VARIANTS_CONCURRENCY"
+MAX_QUEUE_ENV = "VARIANTS_MAX_QUEUE"
+RESULTS_ENV = "VARIANTS_RESULTS"
+ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
+MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
+
+ENVIRONMENT: dict[str, str] = {
+    PRESET_ENV: "preset to load (--preset)",
+    BASELINE_ENV: "Hub id or folder of the baseline model (--baseline)",
+    PRUNED_ENV: "Hub id or folder of the pruned model (--pruned)",
+    DEVICE_ENV: "auto, cpu or cuda[:N] (--device)",
+    NAMES_ENV: "comma-separated variants to load (--variants)",
+    BATCHING_ENV: "1: dynamic batching (--batching)",
+    BATCH_WAIT_ENV: "how long a request waits for others, ms (--batch-wait-ms)",
+    MAX_BATCH_ENV: "most requests in one batch (--max-batch)",
+    MAX_CONTEXT_ENV: "longest context accepted, characters (--max-context-chars)",
+    CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
+    THREADS_ENV: "threads per CPU inference session (default: all cores)",
+    ORT_SPIN_ENV: "1: let ONNX Runtime's idle threads spin (default: they sleep)",
+    CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
+    MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
+    RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
+    ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
+    MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
+}
+
+MAX_CONTEXT_CHARS = 25_000  # default longest context, in characters
+MAX_CUSTOM_MB = 500  # default largest custom model download
+
+
+def env_text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value, stripped; None when unset or empty."""
+    value = (os.environ if environ is None else environ).get(name, "").strip()
+    return value or None
+
+
+def env_flag(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
+    """True for 1/true/yes/on, False for anything else set, None when unset."""
+    value = env_text(name, environ)
+    return None if value is None else value.lower() in ("1", "true", "yes", "on")
+
+
+def env_number(name: str, kind: type[int] | type[float], default, environ: Mapping[str, str] | None = None):
+    """The variable as ``kind`` (thousands separators allowed), else ``default``; a bad value names it."""
+    raw = env_text(name, environ)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a {'whole ' if kind is int else ''}number") from None
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, not {value}")
+    return value
+
+
+def on_space(environ: Mapping[str, str] | None = None) -> bool:
+    """Running on a Hugging Face Space (it sets ``SPACE_ID``)."""
+    return env_text("SPACE_ID", environ) is not None
+
+
+def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
+    """``HF_HUB_OFFLINE`` is on: read at call time, so tests and callers may change it after import."""
+    return bool(env_flag("HF_HUB_OFFLINE", environ))
+
+
+def max_context_chars() -> int:
+    """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
+    value = env_number(MAX_CONTEXT_ENV, int, MAX_CONTEXT_CHARS)
+    if value < 1:
+        raise ValueError(f"{MAX_CONTEXT_ENV} must be at least 1, not {value}")
+    return value
+
+
+def cache_dir() -> Path | None:
+    """``$VARIANTS_CACHE_DIR`` (expanded), or None for the cache's own default."""
+    value = env_text(CACHE_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def cpu_threads() -> int:
+    """Threads for CPU inference: ``$VARIANTS_THREADS``, or 0 for all cores."""
+    return env_number(THREADS_ENV, int, 0)
+
+
+def ort_spin() -> bool:
+    """Whether ONNX Runtime's idle threads may spin (``VARIANTS_ORT_SPIN=1``)."""
+    return bool(env_flag(ORT_SPIN_ENV))
+
+
+def results_dir() -> str | None:
+    """``$VARIANTS_RESULTS``: the app's folder of benchmark records (None: the engine's assets/results)."""
+    return env_text(RESULTS_ENV)
+
+
+def serving_defaults() -> dict[str, int]:
+    """The app's queue settings from the environment: model requests at once, and queue length."""
+    return {
+        "concurrency": env_number(CONCURRENCY_ENV, int, 1),
+        "max_queue": env_number(MAX_QUEUE_ENV, int, 32),
+    }
+
+
+def allow_custom_setting(environ: Mapping[str, str] | None = None) -> bool | None:
+    """``$VARIANTS_ALLOW_CUSTOM_MODELS`` as on/off, or None when unset."""
+    return env_flag(ALLOW_CUSTOM_ENV, environ)
+
+
+def max_custom_mb(environ: Mapping[str, str] | None = None) -> float:
+    """``$VARIANTS_MAX_CUSTOM_MB`` or :data:`MAX_CUSTOM_MB`."""
+    return float(env_number(MAX_CUSTOM_MB_ENV, float, MAX_CUSTOM_MB, environ))
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (thousands separators allowed)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which variants to load (a preset, per-variant sources, or a config file) and how they serve.
+
+    Defaults come from the ``VARIANTS_*`` variables named in each help text.
+    """
+    parser.add_argument(
+        "--preset",
+        default=env_text(PRESET_ENV),
+        help=f"one of {sorted(specs.FAMILIES)} (default ${PRESET_ENV} or {specs.DEFAULT_PRESET})",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=env_text(BASELINE_ENV),
+        help=f"Hub id or local folder of the baseline model (${BASELINE_ENV})",
+    )
+    parser.add_argument(
+        "--pruned", default=env_text(PRUNED_ENV), help=f"Hub id or local folder of the pruned model (${PRUNED_ENV})"
+    )
+    parser.add_argument("--config", default=None, help="TOML or JSON file with preset / baseline / pruned / variants")
+    parser.add_argument(
+        "--device", default=env_text(DEVICE_ENV) or "auto", help=f"auto, cpu or cuda[:N] (${DEVICE_ENV})"
+    )
+    parser.add_argument(
+        "--variants",
+        default=env_text(NAMES_ENV),
+        help=f"comma-separated variant names to load (${NAMES_ENV}; default all)",
+    )
+    parser.add_argument(
+        "--cache-dir", default=None, help=f"where built artifacts are cached (default ${CACHE_DIR_ENV})"
+    )
+    parser.add_argument("--no-fallback", action="store_true", help="fail instead of falling back to 'embedded'")
+    parser.add_argument(
+        "--max-context-chars",
+        type=positive_int,
+        default=None,
+        help=f"longest context accepted, in characters (default ${MAX_CONTEXT_ENV} or {MAX_CONTEXT_CHARS:,})",
+    )
+    parser.add_argument(
+        "--batching",
+        action="store_true",
+        default=bool(env_flag(BATCHING_ENV)),
+        help=f"dynamic batching: concurrent requests to one variant run as one batch (env {BATCHING_ENV}=1)",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=env_number(BATCH_WAIT_ENV, float, 5.0),
+        help=f"with --batching, how long a request waits for others (default ${BATCH_WAIT_ENV} or 5 ms)",
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=positive_int,
+        default=env_number(MAX_BATCH_ENV, int, 16),
+        help=f"with --batching, most requests in one batch (default ${MAX_BATCH_ENV} or 16)",
+    )
+    parser.add_argument(
+        "--null-threshold",
+        type=parse_null_threshold,
+        default=0.0,
+        help="'no answer' when ln(null score / best span score) is above this: a number (default 0, the rule of "
+        "transformers' pipeline) or 'calibrated' (each model's threshold from its config.json, else 0)",
+    )
+
+
+def batching_from_args(args: argparse.Namespace) -> BatchingConfig | None:
+    """The :class:`~variants.batching.BatchingConfig` the arguments ask for, or None."""
+    from variants.batching import BatchingConfig  # noqa: PLC0415
+
+    if not getattr(args, "batching", False):
+        return None
+    return BatchingConfig(max_wait_ms=args.batch_wait_ms, max_batch_size=args.max_batch)
+
+
+def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
+    """Load the engine the arguments describe (a ``--config`` file fills what the flags leave open)."""
+    from variants.engine import load_engine  # noqa: PLC0415
+    from variants.runtime import resolve_device  # noqa: PLC0415
+
+    device = resolve_device(args.device)
+    config = specs.load_config(args.config) if args.config else {}
+    device = resolve_device(config.get("device", device)) if args.device == "auto" else device
+    preset = args.preset or config.get("preset", specs.DEFAULT_PRESET)
+    overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k) or config.get(k))}
+    custom = specs.specs_from_config(config, device) if config.get("variants") else None
+    names = args.variants.split(",") if args.variants else None
+    return load_engine(
+        preset,
+        device,
+        overrides,
+        custom,
+        fallback=not args.no_fallback,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        names=names,
+        progress=progress,
+        max_context_chars=getattr(args, "max_context_chars", None),
+        batching=batching_from_args(args),
+        null_threshold=getattr(args, "null_threshold", 0.0),
+    )

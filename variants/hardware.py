@@ -1,0 +1,100 @@
+"""What the CPU can do, read once, and the INT8 quantization that suits it.
+
+Why it matters: ONNX Runtime's x86 INT8 kernels multiply u8 activations by s8 weights. Without VNNI
+(AVX2-only, and AVX512 CPUs before Cascade Lake) they use ``vpmaddubsw``, which adds two u8 x s8
+products into a saturating int16: large activations times large weights clip, and answers drift
+(on an emulated Haswell, the tiny test model's logits moved by 19-29 % of their range). VNNI
+(``vpdpbusd``: AVX512-VNNI, AVX-VNNI, AMX) accumulates in int32 and never saturates. So:
+
+* with VNNI, or off x86: s8 weights (``QInt8``, "U8S8"), the fastest and ORT's default;
+* on x86 without VNNI, or when the flags cannot be read: u8 weights (``QUInt8``, "U8U8"), whose
+  kernels widen to int16 before multiplying, so nothing saturates. ORT's other remedy,
+  ``reduce_range`` (7-bit weights), also avoids the clipping but loses a bit of precision (its drift
+  was 1.3-1.7x U8U8's on the same emulated CPU), so it is not used.
+
+Sources: ONNX Runtime's quantization guide ("When and why do I need to try U8U8?") and MLAS's
+kernel dispatch (``platform.cpp``).
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CPUINFO = Path("/proc/cpuinfo")
+# Flags that let MLAS use int32-accumulating INT8 instructions (no u8 x s8 saturation).
+VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+# The instruction-set facts a benchmark record keeps (those that change which kernels run).
+RECORDED_FLAGS = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_int8",
+    "amx_bf16",
+)
+
+
+def parse_cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The ``flags`` of the first processor in a ``/proc/cpuinfo`` text (x86 Linux), else empty."""
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+@functools.cache
+def cpu_features() -> frozenset[str]:
+    """This machine's CPU flags (read once; empty where ``/proc/cpuinfo`` is missing or unreadable)."""
+    try:
+        return parse_cpu_flags(CPUINFO.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return frozenset()
+
+
+def is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def has_vnni() -> bool:
+    """Whether the CPU has an int32-accumulating INT8 dot product (AVX512-VNNI, AVX-VNNI or AMX)."""
+    return bool(cpu_features() & VNNI_FLAGS)
+
+
+@dataclass(frozen=True)
+class Int8Settings:
+    """How :func:`variants.export.quantize_int8` quantizes weights, and why."""
+
+    weight_type: str  # "QInt8" (U8S8) or "QUInt8" (U8U8), names of onnxruntime.quantization.QuantType
+    reduce_range: bool
+    reason: str
+
+    @property
+    def format(self) -> str:
+        return "U8S8" if self.weight_type == "QInt8" else "U8U8"
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "format": self.format}
+
+
+def int8_settings() -> Int8Settings:
+    """The INT8 weight format for this CPU (see the module docstring)."""
+    if not is_x86():
+        return Int8Settings("QInt8", False, "not x86: no u8 x s8 saturation")
+    if has_vnni():
+        return Int8Settings("QInt8", False, "VNNI: int32 accumulation, no saturation")
+    if not cpu_features():
+        return Int8Settings("QUInt8", False, "CPU flags unknown: U8U8, safe without VNNI")
+    return Int8Settings("QUInt8", False, "no VNNI: U8S8 would saturate in int16")
+
+
+def cpu_facts() -> dict[str, object]:
+    """For benchmark records: the ISA flags that pick kernels, and the INT8 format chosen from them."""
+    flags = cpu_features()
+    return {"cpu_isa": [f for f in RECORDED_FLAGS if f in flags], "int8": int8_settings().as_dict()}
