@@ -21,6 +21,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from torch import nn
 
 from variants import prune as pruning
 from variants.augment import synthetic_unanswerable
+from variants.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad
 
@@ -73,6 +75,25 @@ class TrainConfig:
     calib_examples: int = 1024
     alpha: float = 0.5
     temperature: float = 2.0
+    # prune stage, recipe "gradual" (variants.distill)
+    recipe: str = "oneshot"
+    prune_steps: int = 1  # cuts, each followed by distillation; the shares grow linearly to head_share / ffn_share
+    hidden_weight: float = 0.0  # MSE between the student's and the teacher's hidden states, every layer
+    null_weight: float = 0.0  # smooth L1 between the student's and the teacher's null margin ([CLS] vs best span)
+    freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
+    min_heads: int = 1  # heads every layer keeps
+    min_neurons: int = 32  # FFN neurons every layer keeps
+
+
+# Named recipes: flags given on the command line override them.
+RECIPES: dict[str, dict] = {
+    "oneshot": {},
+    "gradual": {
+        "recipe": "gradual", "prune_steps": 3, "head_share": 0.5, "ffn_share": 0.65, "min_heads": 3,
+        "min_neurons": 384, "alpha": 0.2, "hidden_weight": 1.0, "null_weight": 0.5, "freeze_embeddings": True,
+        "impossible_repeat": 2, "synthetic_unanswerable": 0.4,
+    },
+}  # fmt: skip
 
 
 def set_seed(seed: int) -> None:
@@ -186,59 +207,111 @@ def pad_teacher(logits: list, idx: list[int], width: int) -> tuple[torch.Tensor,
     return start, end
 
 
-def train_loop(model: nn.Module, features: list[dict], cfg: TrainConfig, teacher: list | None = None) -> list[dict]:
-    """AdamW with linear warm-up and decay over length-grouped batches; returns the loss log."""
-    rng = random.Random(cfg.seed)
-    lengths = [len(f["input_ids"]) for f in features]
-    steps_per_epoch = math.ceil(len(features) / cfg.batch_size)
-    total = max(1, int(steps_per_epoch * cfg.epochs))
+LossFn = Callable[[nn.Module, dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]]
+
+
+def logits_loss(cfg: TrainConfig, teacher: list | None = None) -> LossFn:
+    """The usual QA loss, mixed (``alpha``) with KL to precomputed teacher logits when ``teacher`` is given."""
+
+    def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
+        with autocast(cfg.bf16):
+            out = model(**{k: v for k, v in batch.items() if "positions" not in k})
+        start, end = masked_logits(out, batch)
+        loss = qa_loss(start, end, batch)
+        if teacher is None:
+            return loss, {}
+        t_start, t_end = pad_teacher(teacher, idx, start.shape[1])
+        kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
+        return cfg.alpha * loss + (1 - cfg.alpha) * kd, {}
+
+    return loss_fn
+
+
+def optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, object]:
+    """AdamW over the trainable parameters (no decay on biases and LayerNorm), linear warm-up and decay."""
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [
-        {
-            "params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-            "weight_decay": cfg.weight_decay,
-        },
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": [p for n, p in named if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in named if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     opt = torch.optim.AdamW(groups, lr=cfg.lr)
     warm = int(cfg.warmup * total)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm))
     )
+    return opt, sched
+
+
+def train_loop(
+    model: nn.Module,
+    features: list[dict],
+    cfg: TrainConfig,
+    teacher: list | None = None,
+    loss_fn: LossFn | None = None,
+    checkpoint: Checkpointer | None = None,
+    resumed: dict | None = None,
+    tag: dict | None = None,
+) -> list[dict]:
+    """AdamW with linear warm-up and decay over length-grouped batches; returns the loss log.
+
+    With ``checkpoint``, the loop saves its whole state (plus ``tag``, what the caller needs to
+    rebuild ``model``'s shape) every ``checkpoint.every_s`` seconds and at the end, and stops with
+    :class:`Interrupted` when asked to; ``resumed`` (a loaded checkpoint) continues from there with
+    the same data order and dropout draws as an uninterrupted run.
+    """
+    loss_fn = loss_fn or logits_loss(cfg, teacher)
+    rng = random.Random(cfg.seed)
+    lengths = [len(f["input_ids"]) for f in features]
+    total = max(1, int(math.ceil(len(features) / cfg.batch_size) * cfg.epochs))
+    opt, sched = optimizer(model, cfg, total)
+    step, pos, elapsed, running, log = 0, 0, 0.0, {"loss": 0.0}, []
+    epoch_rng = rng.getstate()
+    if resumed is not None:
+        model.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        sched.load_state_dict(resumed["scheduler"])
+        set_rng_state(resumed["rng"])
+        step, pos, epoch_rng = resumed["step"], resumed["batch_in_epoch"], resumed["epoch_rng"]
+        elapsed, running, log = resumed["elapsed_s"], resumed["running"], resumed["log"]
+    rng.setstate(epoch_rng)
+    batches = length_grouped_batches(lengths, cfg.batch_size, rng)
+    started = time.time() - elapsed
+
+    def state() -> dict:
+        return {**(tag or {}), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(), "rng": rng_state(), "step": step, "batch_in_epoch": pos,
+                "epoch_rng": epoch_rng, "elapsed_s": time.time() - started, "running": running, "log": log}  # fmt: skip
+
     model.train()
-    log: list[dict] = []
-    step, started, running = 0, time.time(), 0.0
     while step < total:
-        for idx in length_grouped_batches(lengths, cfg.batch_size, rng):
-            if step >= total:
-                break
-            batch = collate(features, idx)
-            with autocast(cfg.bf16):
-                out = model(**{k: v for k, v in batch.items() if "positions" not in k})
-            start, end = masked_logits(out, batch)
-            loss = qa_loss(start, end, batch)
-            if teacher is not None:
-                t_start, t_end = pad_teacher(teacher, idx, start.shape[1])
-                kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
-                loss = cfg.alpha * loss + (1 - cfg.alpha) * kd
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            running += loss.item()
-            if step % 50 == 0 or step == total:
-                entry = {
-                    "step": step,
-                    "of": total,
-                    "loss": running / (50 if step % 50 == 0 else step % 50 or 1),
-                    "lr": sched.get_last_lr()[0],
-                    "elapsed_s": round(time.time() - started, 1),
-                }
-                log.append(entry)
-                print(json.dumps(entry), flush=True)
-                running = 0.0
+        if pos == len(batches):  # a new epoch: a new shuffle
+            epoch_rng = rng.getstate()
+            batches, pos = length_grouped_batches(lengths, cfg.batch_size, rng), 0
+        idx = batches[pos]
+        pos += 1
+        loss, parts = loss_fn(model, collate(features, idx), idx)
+        loss.backward()
+        nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        for key, value in {"loss": loss.item(), **parts}.items():
+            running[key] = running.get(key, 0.0) + value
+        if step % 50 == 0 or step == total:
+            count = 50 if step % 50 == 0 else step % 50 or 1
+            entry = {"step": step, "of": total, **{k: v / count for k, v in running.items()},
+                     "lr": sched.get_last_lr()[0], "elapsed_s": round(time.time() - started, 1)}  # fmt: skip
+            log.append(entry)
+            print(json.dumps(entry), flush=True)
+            running = {"loss": 0.0}
+        if checkpoint is not None:
+            save_now, stop = checkpoint.after_step()
+            if save_now or step == total:
+                checkpoint.save(state())
+            if stop and step < total:
+                raise Interrupted(f"stopped at step {step} of {total}; checkpoint in {checkpoint.folder}")
     return log
 
 
@@ -311,7 +384,7 @@ def save(
     (out / "train_config.json").write_text(json.dumps(record, indent=2))
 
 
-def finetune(cfg: TrainConfig) -> None:
+def finetune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
 
     set_seed(cfg.seed)
@@ -322,51 +395,97 @@ def finetune(cfg: TrainConfig) -> None:
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
     print(f"{len(features)} training features; held out: {held_out}", flush=True)
     started = time.time()
-    log = train_loop(model, features, cfg)
-    save(model, tokenizer, cfg, log, time.time() - started, {"holdout_titles": held_out})
+    resumed = checkpoint.load() if checkpoint else None
+    log = train_loop(model, features, cfg, checkpoint=checkpoint, resumed=resumed)
+    seconds = checkpoint.elapsed() if checkpoint else time.time() - started
+    save(model, tokenizer, cfg, log, seconds, {"holdout_titles": held_out})
 
 
-def prune_and_distill(cfg: TrainConfig) -> None:
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+def prune_inputs(cfg: TrainConfig):
+    """The teacher's tokenizer, the training features, and the held-out titles of a prune stage.
 
-    set_seed(cfg.seed)
+    The teacher's held-out articles stay held out: calibration must not see distilled questions.
+    """
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
     tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
-    teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
-    # The teacher's held-out articles stay held out: calibration must not see distilled questions.
     teacher_record = Path(cfg.teacher) / "train_config.json"
     held = json.loads(teacher_record.read_text()).get("holdout_titles") if teacher_record.is_file() else None
     examples, held_out = load_examples(cfg, held)
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
     print(f"{len(features)} training features; held out: {held_out}", flush=True)
-    started = time.time()
+    return tokenizer, features, held_out
 
-    # Importance on a calibration subset of the training features (head gates work with any attention).
-    scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+
+def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> pruning.Importance:
+    """First-order importance on a seeded calibration subset of the training features."""
     calib = random.Random(cfg.seed).sample(range(len(features)), min(cfg.calib_examples, len(features)))
-    batches = (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16))
-    importance = pruning.score_importance(scorer, batches)
-    heads = pruning.select_heads(importance.heads, cfg.head_share)
-    neurons = pruning.select_neurons(importance.neurons, cfg.ffn_share)
-    del scorer
+    return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
 
+
+@dataclass
+class Cut:
+    """What a pruning removes, in the teacher's (original) indices: heads per layer, FFN neurons kept per layer."""
+
+    heads: dict[int, list[int]]
+    kept: dict[int, torch.Tensor]
+
+
+def apply_cut(model: nn.Module, cut: Cut, before: Cut | None = None) -> None:
+    """Cut ``model`` down to ``cut``. ``before`` is the cut ``model`` already has (None: none), which
+    ``cut`` must contain: a gradual prune adds to its last cut, a resumed run rebuilds its student."""
+    layers = pruning.encoder_layers(model)
+    for idx, keep_ids in cut.kept.items():
+        keep = torch.as_tensor(keep_ids)
+        now = before.kept[idx] if before else torch.arange(layers[idx].intermediate.dense.out_features)
+        position = {int(n): i for i, n in enumerate(now)}
+        if len(keep) < len(now):
+            pruning.prune_ffn(layers[idx], torch.tensor([position[int(n)] for n in keep]))
+    current = {}
+    for idx, removed in cut.heads.items():
+        gone = set(before.heads.get(idx, [])) if before else set()
+        alive = [h for h in range(layers[idx].attention.self.num_attention_heads + len(gone)) if h not in gone]
+        current[idx] = [alive.index(h) for h in removed if h not in gone]
+    pruning.prune_heads(model, current)
+
+
+def cut_record(student: nn.Module, cut: Cut) -> dict:
+    """What a prune stage removed, as train_config.json keeps it."""
+    return {
+        "heads_removed": {str(k): v for k, v in cut.heads.items() if v},
+        "ffn_kept": {str(k): len(v) for k, v in cut.kept.items()},
+        "parameters_compacted": pruning.count_parameters(student),
+    }
+
+
+def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
+    """One cut by first-order importance, then distillation on the teacher's logits (recipe "oneshot")."""
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    set_seed(cfg.seed)
+    started = time.time()
+    tokenizer, features, held_out = prune_inputs(cfg)
+    resumed = checkpoint.load() if checkpoint else None
+    if resumed is None:
+        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+        importance = importance_on(scorer, features, cfg)
+        del scorer
+        cut = Cut(pruning.select_heads(importance.heads, cfg.head_share, cfg.min_heads),
+                  pruning.select_neurons(importance.neurons, cfg.ffn_share, cfg.min_neurons))  # fmt: skip
+    else:
+        cut = resumed["cut"]
     student = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     dense_template = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
-    for idx, keep in neurons.items():
-        pruning.prune_ffn(pruning.encoder_layers(student)[idx], keep)
-    pruning.prune_heads(student, heads)
-    print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {heads}", flush=True)
+    apply_cut(student, cut)
+    print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}", flush=True)
 
+    teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     soft = teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
     del teacher
-    log = train_loop(student, features, cfg, teacher=soft)
-    dense = pruning.expand_to_dense(student, dense_template, neurons)
-    extra = {
-        "heads_removed": {str(k): v for k, v in heads.items()},
-        "ffn_kept": {str(k): len(v) for k, v in neurons.items()},
-        "parameters_compacted": pruning.count_parameters(student),
-        "holdout_titles": held_out,
-    }
-    save(dense, tokenizer, cfg, log, time.time() - started, extra)
+    log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag={"cut": cut})
+    dense = pruning.expand_to_dense(student, dense_template, cut.kept)
+    seconds = checkpoint.elapsed() if checkpoint else time.time() - started
+    save(dense, tokenizer, cfg, log, seconds, {**cut_record(student, cut), "holdout_titles": held_out})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -380,19 +499,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder to write the model to")
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
     parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
+    run_control = parser.add_argument_group("interruptible runs")
+    run_control.add_argument("--run-dir", default="", help="default runs/checkpoints/<--out's name>")
+    run_control.add_argument("--checkpoint-minutes", type=float, default=10.0, help="save the run this often")
+    run_control.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
+    run_control.add_argument("--stop-after-steps", type=int, default=0, help="checkpoint and stop after N steps")
     for name, default in asdict(TrainConfig("", "", "", "")).items():
         if name in ("stage", "base", "data", "out", "teacher"):
             continue
         flag = "--" + name.replace("_", "-")
         if isinstance(default, bool):
             parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
+        elif name == "recipe":
+            parser.add_argument(flag, choices=tuple(RECIPES), help="prune: a named recipe; other flags override it")
+        else:  # None: not given, so the recipe's value or the default applies
+            parser.add_argument(flag, type=type(default), default=None, help=f"default {default}")
+
+
+def config_from(args: argparse.Namespace) -> TrainConfig:
+    """Defaults, then the named recipe, then the flags given on the command line."""
+    fields = TrainConfig.__dataclass_fields__
+    given = {k: v for k, v in vars(args).items() if k in fields and v is not None and v is not False}
+    return TrainConfig(**{**RECIPES[given.get("recipe") or "oneshot"], **given})
 
 
 def run(args: argparse.Namespace) -> None:
-    fields = TrainConfig.__dataclass_fields__
-    cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = config_from(args)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.stage == "prune" and not cfg.teacher:
@@ -403,7 +535,25 @@ def run(args: argparse.Namespace) -> None:
     if cfg.stage == "calibrate":
         calibrate(cfg.out, cfg.data)
         return
-    (finetune if cfg.stage == "finetune" else prune_and_distill)(cfg)
+    folder = Path(args.run_dir or Path("runs") / "checkpoints" / Path(cfg.out).name)
+    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, args.resume, asdict(cfg))
+    if args.resume and not checkpoint.path.is_file():
+        raise SystemExit(f"--resume: no checkpoint in {folder}")
+    if not args.resume and checkpoint.path.is_file():
+        raise SystemExit(f"{checkpoint.path} exists: pass --resume to continue that run, or remove it")
+    if cfg.stage == "finetune":
+        stage = finetune
+    elif cfg.recipe == "gradual":
+        from variants.distill import gradual_prune as stage  # noqa: PLC0415 - imports train
+    else:
+        stage = prune_and_distill
+    with checkpoint.stop_on_signals():
+        try:
+            stage(cfg, checkpoint)
+        except Interrupted as stopped:
+            raise SystemExit(f"{stopped}: resume with the same command and --resume") from None
+        except ValueError as mismatch:
+            raise SystemExit(str(mismatch)) from None
     # Held-out articles (its own, or for a pruned model its teacher's) are what calibration needs.
     if json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
         calibrate(cfg.out, cfg.data)
@@ -411,10 +561,11 @@ def run(args: argparse.Namespace) -> None:
 
 def reproduce_command(cfg: dict) -> str:
     """The command line that trains a model with configuration ``cfg`` (as saved)."""
-    defaults = asdict(TrainConfig("", "", "", ""))
+    defaults = {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
     args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
     args += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in cfg.items()
-             if k not in ("stage", "data", "out") and v != defaults.get(k) and v != ""]  # fmt: skip
+             if k not in ("stage", "data", "out") and v not in ("", None)
+             and (v != defaults.get(k) or (k == "recipe" and v != "oneshot"))]  # fmt: skip
     return " \\\n  ".join(args)
 
 
@@ -432,6 +583,14 @@ def card(folder: str, data: str | None) -> dict:
         else "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned for "
         "extractive question answering on SQuAD v2, unanswerable questions included."
     )
+    if pruned and cfg.get("recipe") == "gradual":
+        summary = summary.replace(
+            "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
+            f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
+            f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
+            "between them: its start/end logits, its hidden states after every layer and its null margin ([CLS] "
+            "against the best span). The embeddings stay the fine-tuned model's (`variants/distill.py`).",
+        )
     if cfg.get("synthetic_unanswerable"):
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "

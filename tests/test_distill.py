@@ -1,0 +1,156 @@
+"""Interruptible training and the gradual pruning recipe, on the tiny fixture model and a tiny SQuAD file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from test_train import squad_file
+from transformers import AutoModelForQuestionAnswering
+
+from variants import distill, prune, storage, train
+from variants.checkpoint import Checkpointer, Interrupted
+
+SMALL = {"batch_size": 4, "max_length": 64, "stride": 16, "threads": 1}
+
+
+def weights(folder) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def assert_same_run(a, b) -> None:
+    """Same weights bit for bit and the same loss log (times aside)."""
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+    log_a, log_b = (json.loads((f / "train_config.json").read_text())["log"] for f in (a, b))
+    assert [{k: v for k, v in e.items() if k != "elapsed_s"} for e in log_a] == [
+        {k: v for k, v in e.items() if k != "elapsed_s"} for e in log_b
+    ]
+
+
+def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_qa_dir, tmp_path):
+    data = str(squad_file(tmp_path / "d.json", n=24))
+    cfg = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "whole"), epochs=2.0, **SMALL)
+    train.finetune(cfg)  # 6 batches an epoch, 12 steps, dropout on: resuming must restore the RNGs too
+
+    run = tmp_path / "run"
+    parted = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "parted"), epochs=2.0, **SMALL)
+    with pytest.raises(Interrupted, match="step 8 of 12"):  # stops mid-epoch, after the first epoch's reshuffle
+        train.finetune(parted, Checkpointer(run, every_s=1e9, stop_after_steps=8, config=vars(parted)))
+    assert not (tmp_path / "parted").exists() and (run / "checkpoint.pt").is_file()
+    with pytest.raises(ValueError, match=r"other settings.*'lr': \(0.0001, 0.0002\)"):  # not the same run
+        train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, lr=2e-4))))
+    train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, threads=2))))
+    assert_same_run(tmp_path / "whole", tmp_path / "parted")
+
+
+def test_sigterm_checkpoints_after_the_current_step_and_stops(tiny_qa_dir, tmp_path):
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)
+    tokenizer_features = train.build_train_features(
+        __import__("transformers").AutoTokenizer.from_pretrained(tiny_qa_dir),
+        train.load_squad(str(squad_file(tmp_path / "d.json")), split="train"), 64, 16,
+    )  # fmt: skip
+    cfg = train.TrainConfig("finetune", "", "", "", epochs=3.0, **SMALL)
+    calls = []
+    usual = train.logits_loss(cfg)
+
+    def loss_fn(m, batch, idx):
+        calls.append(len(idx))
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGTERM)  # as `kill PID` would, in the middle of a step
+        return usual(m, batch, idx)
+
+    checkpoint = Checkpointer(tmp_path / "run", every_s=1e9)
+    with checkpoint.stop_on_signals(), pytest.raises(Interrupted, match="step 2 of 6"):
+        train.train_loop(model, tokenizer_features, cfg, loss_fn=loss_fn, checkpoint=checkpoint)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    assert state["step"] == 2 and len(calls) == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone again
+
+
+def gradual_config(teacher, data, out, **extra) -> train.TrainConfig:
+    small = {**train.RECIPES["gradual"], "min_neurons": 8, "min_heads": 1, **SMALL, **extra}
+    return train.TrainConfig("prune", "", data, str(out), teacher=str(teacher), epochs=2.0, calib_examples=8, **small)
+
+
+def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_across_steps(tiny_qa_dir, tmp_path):
+    data = str(squad_file(tmp_path / "d.json", n=16))
+    whole = tmp_path / "whole"
+    distill.gradual_prune(gradual_config(tiny_qa_dir, data, whole, bf16=True))
+    record = json.loads((whole / "train_config.json").read_text())
+    assert [e["prune_step"] for e in record["log"]] == [1, 2, 3]  # one log line per step (each ends its loop)
+    assert {"hard", "kd", "hidden", "null"} <= record["log"][0].keys()
+    assert sum(len(v) for v in record["heads_removed"].values()) == 4  # half of 2 layers x 4 heads
+    assert sum(record["ffn_kept"].values()) == 128 - round(train.RECIPES["gradual"]["ffn_share"] * 128)
+
+    teacher, student = (AutoModelForQuestionAnswering.from_pretrained(f).eval() for f in (tiny_qa_dir, whole))
+    kept = student.bert.embeddings.state_dict()
+    for name, param in teacher.bert.embeddings.state_dict().items():  # frozen: shareable with the teacher
+        assert torch.equal(kept[name], param.half().float()), name
+    report = prune.compact(student)
+    assert report.num_heads_removed == 4 and report.params_after == record["parameters_compacted"]
+    stored = storage.load(whole / "compact")  # the same model, compacted, embeddings from the teacher's folder
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
+
+    train.card(str(whole), data)  # the model card names the recipe and the one command that makes it
+    readme = (whole / "README.md").read_text()
+    assert "3 growing steps" in readme and "--recipe gradual" in readme
+
+    parted, run = tmp_path / "parted", tmp_path / "run"
+    cfg = gradual_config(tiny_qa_dir, data, parted, bf16=True)
+    with pytest.raises(Interrupted, match="step 1 of 2"):  # prune steps of 2, 2 and 5 steps: stop inside the 2nd
+        distill.gradual_prune(cfg, Checkpointer(run, every_s=1e9, stop_after_steps=3))
+    assert torch.load(run / "checkpoint.pt", weights_only=False)["stage"] == 1
+    distill.gradual_prune(cfg, Checkpointer(run, resume=True))
+    assert_same_run(whole, parted)
+
+
+def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = parser.parse_args(["prune", "--data", "train.json", "--out", "p", "--teacher", "t", "--recipe", "gradual",
+                              "--head-share", "0.45", "--bf16"])  # fmt: skip
+    cfg = train.config_from(args)
+    assert cfg.recipe == "gradual" and cfg.prune_steps == 3 and cfg.freeze_embeddings and cfg.head_share == 0.45
+    command = train.reproduce_command({**vars(cfg)})
+    assert "--recipe gradual" in command and "--head-share 0.45" in command and "--prune-steps" not in command
+    assert train.config_from(parser.parse_args(["prune", "--data", "d", "--out", "p"])) == train.TrainConfig(
+        "prune", train.DEFAULT_BASE, "d", "p"
+    )
+
+
+def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_model(tiny_qa_dir, tmp_path):
+    base = tmp_path / "baseline"
+    AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)  # FP16, as shipped
+    student = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32).eval()
+    cut = train.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
+    train.apply_cut(student, cut)
+    with torch.no_grad():
+        for layer in prune.encoder_layers(student):  # trained weights: not the teacher's
+            layer.output.dense.weight.mul_(1.5)
+    student.half().float()
+    stored = tmp_path / "pruned"
+    storage.save(student, cut.heads, cut.kept, stored, share_embeddings_with=base)
+    assert storage.is_compact(stored) and not storage.is_compact(base)
+    assert (stored / "model.safetensors").stat().st_size < (base / "model.safetensors").stat().st_size / 2
+
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    compact, dense = storage.load(stored), storage.load(stored, dense=True)
+    with torch.no_grad():
+        expected = student(input_ids=ids).start_logits
+        torch.testing.assert_close(compact(input_ids=ids).start_logits, expected, atol=0, rtol=0)
+        torch.testing.assert_close(dense(input_ids=ids).start_logits, expected, atol=1e-5, rtol=0)
+    assert prune.compact(dense).num_heads_removed == 3
+
+    student.bert.embeddings.word_embeddings.weight.data[0, 0] += 1  # embeddings of its own: not shareable
+    with pytest.raises(ValueError, match="cannot be shared"):
+        storage.save(student, cut.heads, cut.kept, tmp_path / "other", share_embeddings_with=base)

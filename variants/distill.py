@@ -1,0 +1,167 @@
+"""Recipe "gradual": prune in steps, distilling from the teacher between them (``train prune --recipe gradual``).
+
+The one-shot recipe (``train.prune_and_distill``) cuts 55% of the heads and 70% of the FFN at once
+and distills on the teacher's start/end logits only; its pruned model loses 14 HasAns F1 at
+threshold 0, partly because it puts "no answer" elsewhere than its teacher. This recipe changes
+what the issue (16) lists, each behind its own flag so that recipes can be compared:
+
+* ``prune_steps`` cuts that grow linearly to ``head_share`` / ``ffn_share``; before each, heads and
+  neurons are scored again (first-order, :func:`variants.prune.score_importance`) on the student as
+  it is then, so later cuts see what earlier distillation moved; the last step trains twice as long;
+* ``min_heads`` / ``min_neurons``: every layer keeps that many, a less uneven cut than the one-shot
+  model's (which left layer 1 with 2 heads and 44 neurons);
+* ``hidden_weight``: MSE between the student's and the teacher's hidden states after every layer
+  (TinyBERT's hidden-state loss; same width, so no projection), with the teacher run on each batch;
+* ``null_weight``: smooth L1 between the student's and the teacher's null margin, the [CLS]
+  start+end logit less the best start and end logits elsewhere, which is what the null decision at
+  threshold 0 compares;
+* ``freeze_embeddings``: the student keeps the teacher's embeddings (11.7M of 22.6M parameters), so
+  the pair can share them on disk: the result is also written to ``<out>/compact`` in
+  :mod:`variants.storage`'s format (compacted, embeddings read from the teacher's folder).
+
+nn_pruning learns movement scores during training instead; first-order scores on the current student
+before each cut are a cheaper stand-in that needs no masked layers in the model.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from variants import prune as pruning
+from variants import storage
+from variants.checkpoint import Checkpointer
+from variants.train import (
+    Cut,
+    TrainConfig,
+    apply_cut,
+    autocast,
+    cut_record,
+    distill_loss,
+    importance_on,
+    masked_logits,
+    prune_inputs,
+    qa_loss,
+    save,
+    set_seed,
+    train_loop,
+)
+
+
+def stage_shares(cfg: TrainConfig) -> list[tuple[float, float, float]]:
+    """(head share, FFN share, epochs) of each step: shares grow linearly, the last step trains twice as long."""
+    steps = max(1, cfg.prune_steps)
+    weights = [1.0] * (steps - 1) + [2.0]
+    return [(cfg.head_share * (s + 1) / steps, cfg.ffn_share * (s + 1) / steps, cfg.epochs * w / sum(weights))
+            for s, w in enumerate(weights)]  # fmt: skip
+
+
+def hidden_state_loss(student: tuple, teacher: tuple, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over layers of the per-token MSE between hidden states, padding left out (embeddings skipped)."""
+    weight = mask.unsqueeze(-1).float()
+    losses = [(((s.float() - t.float()) ** 2) * weight).sum() / (weight.sum() * s.shape[-1])
+              for s, t in zip(student[1:], teacher[1:], strict=True)]  # fmt: skip
+    return torch.stack(losses).mean()
+
+
+def null_margin(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """[CLS] start+end logit less the best start and best end logit elsewhere (padding is at -1e4)."""
+    return start[:, 0] + end[:, 0] - start[:, 1:].max(dim=-1).values - end[:, 1:].max(dim=-1).values
+
+
+def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
+    """The recipe's loss: ``alpha`` x labels + (1 - alpha) x KL on logits, plus the hidden-state and null terms.
+
+    The teacher runs on each batch (its hidden states are too big to keep for every feature).
+    """
+    teacher.eval()
+    hidden = cfg.hidden_weight > 0
+
+    def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
+        inputs = {k: v for k, v in batch.items() if "positions" not in k}
+        with torch.no_grad(), autocast(cfg.bf16):
+            t_out = teacher(**inputs, output_hidden_states=hidden)
+        with autocast(cfg.bf16):
+            out = model(**inputs, output_hidden_states=hidden)
+        start, end = masked_logits(out, batch)
+        t_start, t_end = masked_logits(t_out, batch)
+        hard = qa_loss(start, end, batch)
+        kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
+        loss = cfg.alpha * hard + (1 - cfg.alpha) * kd
+        parts = {"hard": hard.item(), "kd": kd.item()}
+        if hidden:
+            hs = hidden_state_loss(out.hidden_states, t_out.hidden_states, batch["attention_mask"])
+            loss = loss + cfg.hidden_weight * hs
+            parts["hidden"] = hs.item()
+        if cfg.null_weight:
+            null = nn.functional.smooth_l1_loss(null_margin(start, end), null_margin(t_start, t_end))
+            loss = loss + cfg.null_weight * null
+            parts["null"] = null.item()
+        return loss, parts
+
+    return loss_fn
+
+
+def next_cut(student: nn.Module, cut: Cut | None, template: nn.Module, features: list[dict], cfg: TrainConfig,
+             head_share: float, ffn_share: float) -> Cut:  # fmt: skip
+    """Score the student as it is now (expanded to the full shape) and cut a larger share.
+
+    Removed heads and neurons are zeros in the expanded copy, so they score zero and are chosen
+    again; the union with the last cut makes that certain.
+    """
+    scorer = pruning.expand_to_dense(student, template, cut.kept) if cut else copy.deepcopy(template)
+    importance = importance_on(scorer, features, cfg)
+    heads = pruning.select_heads(importance.heads, head_share, cfg.min_heads)
+    kept = pruning.select_neurons(importance.neurons, ffn_share, cfg.min_neurons)
+    if cut:
+        heads = {i: sorted(set(heads.get(i, [])) | set(cut.heads.get(i, []))) for i in set(heads) | set(cut.heads)}
+        kept = {i: torch.tensor(sorted(set(kept[i].tolist()) & set(cut.kept[i].tolist()))) for i in kept}
+    return Cut(heads, kept)
+
+
+def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
+    """Prune in ``cfg.prune_steps`` steps with distillation between them; save the result dense, with zeros."""
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    def load() -> nn.Module:
+        return AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+
+    set_seed(cfg.seed)
+    started = time.time()
+    tokenizer, features, held_out = prune_inputs(cfg)
+    teacher, dense_template = load(), load()
+    resumed = checkpoint.load() if checkpoint else None
+    first = resumed["stage"] if resumed else 0
+    cut: Cut | None = resumed["cut"] if resumed else None
+    logs: list[dict] = resumed["logs_before"] if resumed else []
+    student = load()
+    if cut is not None:
+        apply_cut(student, cut)
+    for stage, (head_share, ffn_share, epochs) in enumerate(stage_shares(cfg)):
+        if stage < first:
+            continue
+        if not (resumed and stage == first):
+            new = next_cut(student, cut, dense_template, features, cfg, head_share, ffn_share)
+            apply_cut(student, new, cut)
+            cut = new
+        if cfg.freeze_embeddings:
+            student.base_model.embeddings.requires_grad_(False)
+        print(f"step {stage + 1}: {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}",
+              flush=True)  # fmt: skip
+        stage_cfg = replace(cfg, epochs=epochs, seed=cfg.seed + stage)
+        tag = {"stage": stage, "cut": cut, "logs_before": logs}
+        log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg), checkpoint=checkpoint,
+                         resumed=resumed if stage == first else None, tag=tag)  # fmt: skip
+        logs = logs + [{"prune_step": stage + 1, **entry} for entry in log]
+    dense = pruning.expand_to_dense(student, dense_template, cut.kept)
+    seconds = checkpoint.elapsed() if checkpoint else time.time() - started
+    save(dense, tokenizer, cfg, logs, seconds, {**cut_record(student, cut), "holdout_titles": held_out})
+    if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
+        compact = Path(cfg.out) / "compact"
+        storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)
+        tokenizer.save_pretrained(compact)
