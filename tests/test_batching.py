@@ -115,6 +115,18 @@ def test_close_answers_what_is_queued_and_ends_the_thread() -> None:
     assert "batcher-t4" not in [t.name for t in batcher_threads()]
 
 
+def test_the_idle_hook_runs_once_the_queue_is_empty() -> None:
+    idle = threading.Event()
+    run = Recorder(delay=0.05)
+    batcher = Batcher(run, BatchingConfig(max_wait_ms=50, max_batch_size=2), name="t5", on_idle=idle.set)
+    try:
+        futures = [batcher.submit(f"q{i}", "c") for i in range(4)]  # two batches of two
+        assert [f.result(timeout=5) for f in futures] == [f"Q{i}" for i in range(4)]
+        assert idle.wait(5) and len(run.batches) == 2
+    finally:
+        batcher.close()
+
+
 def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="max_wait_ms"):
         BatchingConfig(max_wait_ms=-1)

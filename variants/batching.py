@@ -67,8 +67,9 @@ class Batcher:
         config: BatchingConfig = BatchingConfig(),
         group_key: Callable[[Pair], Hashable] | None = None,
         name: str = "model",
+        on_idle: Callable[[], object] | None = None,
     ) -> None:
-        self.run, self.config, self.name = run, config, name
+        self.run, self.config, self.name, self.on_idle = run, config, name, on_idle
         self.group_key = group_key or (lambda _pair: None)
         self.stats = BatchStats()
         self._pending: list[_Request] = []
@@ -113,6 +114,8 @@ class Batcher:
                     if not request.future.done():
                         request.future.set_exception(exc)
                 raise
+            if self.on_idle is not None and not self._pending:  # nobody waits: a good moment to tidy up
+                self.on_idle()
 
     def _take(self) -> list[_Request] | None:
         """Wait for a batch: full, or the oldest request's wait is over (None once closed and drained)."""

@@ -32,7 +32,15 @@ from variants.qa import (
     window_stride,
     with_null_decision,
 )
-from variants.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads, limit_native_memory, resolve_device
+from variants.runtime import (
+    OrtQAModel,
+    QAModel,
+    TorchQAModel,
+    cpu_threads,
+    limit_native_memory,
+    release_free_memory,
+    resolve_device,
+)
 from variants.sources import ResolvedSource, SourceUnavailable, resolve
 
 log = logging.getLogger("variants.engine")
@@ -219,7 +227,8 @@ class Engine:
         def same_windows(pair: tuple[str, str]) -> int:
             return window_stride(tokenizer, [pair[0]], settings)
 
-        loaded.batcher = Batcher(run, config, same_windows, loaded.spec.name)
+        # Batches of many shapes leave the heap fragmented; give its free pages back whenever the worker idles.
+        loaded.batcher = Batcher(run, config, same_windows, loaded.spec.name, on_idle=release_free_memory)
 
     def close(self) -> None:
         """Stop the batchers' threads (requests already queued are answered first)."""

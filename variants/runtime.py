@@ -9,8 +9,10 @@ per call).
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +217,28 @@ def limit_native_memory() -> bool:
         return False
     settings = {_M_ARENA_MAX: 2, _M_MMAP_THRESHOLD: 1 << 20, _M_TRIM_THRESHOLD: 4 << 20}
     return all(mallopt(param, value) == 1 for param, value in settings.items())
+
+
+@functools.cache
+def _glibc_trim() -> Callable[[int], int] | None:
+    import ctypes  # noqa: PLC0415
+    import ctypes.util  # noqa: PLC0415
+
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # no glibc (macOS, Windows, musl)
+        return None
+
+
+def release_free_memory() -> bool:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; False elsewhere).
+
+    Memory freed inside the heap stays resident: requests of many shapes (dynamic batching) leave
+    free holes that later allocations do not fill, and resident memory creeps up. The batcher
+    calls this when its queue is empty, so no waiting request pays for it."""
+    trim = _glibc_trim()
+    return bool(trim(0)) if trim is not None else False
 
 
 def cpu_threads() -> int:
