@@ -106,7 +106,7 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
     file = Path(str(record.data.get("file", ""))).name
     random_weights = [e.short_label for e in record.entries if e.latency_only]
-    measured = "Latency" if len(random_weights) == len(record.entries) else "Accuracy"
+    measured = "Latency" if random_weights and len(random_weights) == len(record.entries) else "Accuracy"
     sample = f"{measured} on {count(questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
     noise = noise_points(questions) if measured == "Accuracy" else None
     if noise:
@@ -116,8 +116,9 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         f" · measured {esc(record.created)}",
         f"Hardware: {esc(hardware)}",
         esc(sample) + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else ""),
-        f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}",
     ]
+    if measured == "Accuracy":
+        lines.append(f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}")
     if random_weights:
         which = "every variant" if measured == "Latency" else ", ".join(random_weights)
         lines.append(f'<span class="qa-latency-only">{esc(LATENCY_ONLY)}</span>: {esc(which)} (no accuracy measured)')

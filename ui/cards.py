@@ -104,8 +104,8 @@ def card_html(
 def _answer_block(result: VariantResult, context: str) -> str:
     if result.latency_only:  # random weights: no text, highlight or confidence to read anything into
         return (
-            f'<div class="qa-answer qa-none">{esc(LATENCY_ONLY)}</div>'
-            '<div class="qa-snippet qa-muted">The weights are random, so the span it picks means nothing; '
+            '<div class="qa-answer qa-none">answer not shown</div>'
+            '<div class="qa-snippet qa-muted">The weights are random, so the span it would pick means nothing; '
             "only its speed is the real model's.</div>"
         )
     confidence = fmt_confidence(result.score)
