@@ -325,5 +325,5 @@ def test_no_remote_code_is_ever_trusted() -> None:
         if pattern.search(line)
     ]
     assert offenders == []
-    engine_code = (ROOT / "variants" / "engine.py").read_text(encoding="utf-8")
-    assert engine_code.count("trust_remote_code=False") >= 2  # the model and the tokenizer
+    build_code = (ROOT / "variants" / "build.py").read_text(encoding="utf-8")
+    assert build_code.count("trust_remote_code=False") >= 2  # the model and the tokenizer

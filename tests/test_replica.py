@@ -10,12 +10,19 @@ import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering
 
+from ui.benchmark import benchmark_outputs, record_frame
+from ui.cards import card_html, summary_html
+from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
+from variants import bench
 from variants import spec as specs
 from variants.__main__ import main
 from variants.engine import load_engine
 from variants.prune import compact, count_parameters
+from variants.record import VIEWS, Record
 from variants.replica import LATENCY_ONLY, STRUCTURE_FILE, Structure, structure_for, write_model
 from variants.sources import resolve
+from variants.spec import ASSETS
+from variants.squad import load_squad
 
 QUESTION, CONTEXT = "What is the capital of France?", "Paris is the capital and largest city of France."
 
@@ -93,3 +100,62 @@ def test_cli_marks_the_replica_latency_only(scaled, tmp_path: Path, capsys) -> N
     assert main([*args, "--question", QUESTION, "--context", CONTEXT]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and all(LATENCY_ONLY in line for line in lines)
+
+
+# --- latency only: the benchmark measures no accuracy, the UI shows none -------------------------------
+
+
+@pytest.fixture(scope="module")
+def replica_engine(scaled, tmp_path_factory: pytest.TempPathFactory):
+    _, dense_dir, pruned_dir = scaled
+    chain = specs.preset("bert-large-replica", "cpu", {"baseline": str(dense_dir), "pruned": str(pruned_dir)})
+    cache = tmp_path_factory.mktemp("cache")
+    with load_engine(variant_specs=chain, device="cpu", cache_dir=cache, names=["baseline", "pruned"]) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def replica_record(replica_engine) -> Record:
+    examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")[:6]
+    options = bench.Options(latency_samples=4, warmup=1, runs=2, seq_lens=(32,), batch_sizes=(1,), sweep_questions=4)
+    return bench.benchmark(replica_engine, examples, options)
+
+
+def test_bench_measures_only_the_latency_of_random_weights(replica_engine, replica_record: Record) -> None:
+    again = Record.from_dict(json.loads(json.dumps(replica_record.to_dict())))
+    for record in (replica_record, again):
+        assert [e.variant for e in record.variants] == ["baseline", "pruned"]
+        for entry in record.variants:
+            assert entry.latency_only and entry.error is None and entry.latency_ms.p50 > 0
+            assert entry.accuracy == dict.fromkeys(VIEWS) and all(entry.view(v) is None for v in VIEWS)
+            assert entry.agreement_with_baseline is None and entry.seq_len_sweep
+    assert replica_record.variants[1].speedup_vs_baseline > 0
+    assert all(f"({LATENCY_ONLY})" in line for line in bench.summary_table(replica_record).splitlines()[2:])
+    examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")[:4]
+    quick = bench.quick_benchmark(replica_engine, examples, 4)
+    assert all(e.latency_only and e.latency_ms and e.accuracy == dict.fromkeys(VIEWS) for e in quick.variants)
+
+
+def test_cards_say_random_weights_and_show_no_confidence(replica_engine) -> None:
+    results = {r.variant: r for r in replica_engine.ask(QUESTION, CONTEXT, repeats=2)}
+    for loaded in replica_engine.loaded:
+        assert LATENCY_ONLY in card_html(loaded)  # before any question too
+        html = card_html(loaded, results[loaded.spec.name], CONTEXT, "done", results["baseline"])
+        assert html.count(LATENCY_ONLY) == 1 and "answer not shown" in html
+        assert "<mark>" not in html and "<span>confidence</span>" not in html and "Best guess" not in html
+        assert "no confidence: random weights" in html and "ms</b>" in html  # the latency stays
+    summary = summary_html(replica_engine, list(results), results, running=False)
+    assert "not compared" in summary and "match the baseline" not in summary
+    bars = latency_figure(replica_engine, list(results), results).data[0]
+    assert len(bars.x) == 2 and all("random weights" in label for label in bars.y)
+
+
+def test_records_plot_latency_but_no_f1_for_random_weights(replica_record: Record) -> None:
+    fig = accuracy_figure(record_frame(replica_record), no_answer_floor(replica_record))
+    assert not fig.data and any("no F1 to plot" in a.text for a in fig.layout.annotations)
+    sweep = seq_len_figure(replica_record).data
+    assert len(sweep) == 2 and all(LATENCY_ONLY in line.name for line in sweep)
+    header, scatter, table, _sweep, _csv = benchmark_outputs(replica_record, "")
+    assert LATENCY_ONLY in header and "Latency on 6" in header and "Accuracy" not in header
+    assert not scatter.data and table["F1"].isna().all()
+    assert table["Variant"].str.endswith(f"({LATENCY_ONLY})").all()

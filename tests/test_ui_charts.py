@@ -3,6 +3,7 @@ axis with the always-"no answer" floor marked, plain names, every accuracy view 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_
 from ui.palette import PEER, STYLES, variant_style
 from variants import spec as specs
 from variants.engine import VariantResult
+from variants.replica import LATENCY_ONLY
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +80,15 @@ def test_latency_bars_show_the_spread(engine) -> None:
     base = VariantResult("baseline", "Baseline", answer="x", latency_ms=10.0, latency_min_ms=9.0, latency_max_ms=13.0)
     fig = latency_figure(engine, ["baseline"], {"baseline": base})
     assert list(fig.data[0].error_x.array) == [3.0] and list(fig.data[0].error_x.arrayminus) == [1.0]
+
+
+def test_a_random_weight_variant_beside_real_ones_gets_no_f1(record) -> None:
+    mixed = copy.deepcopy(record)
+    odd = mixed.variants[1]
+    odd.latency_only = True
+    header, scatter, table, _sweep, _csv = benchmark_outputs(mixed, "")
+    assert len(scatter.data) == len(mixed.variants) - 1 and odd.short_label not in {t.name for t in scatter.data}
+    assert f"{LATENCY_ONLY}</span>: {odd.short_label}" in header and "Accuracy on" in header
+    row = table[table["Variant"] == f"{odd.short_label} ({LATENCY_ONLY})"]
+    assert len(row) == 1 and row["F1"].isna().all() and row["median ms"].notna().all()
+    assert table["F1"].notna().sum() == len(mixed.variants) - 1

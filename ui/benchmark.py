@@ -13,6 +13,7 @@ from variants import results as records
 from variants.bench import quick_benchmark
 from variants.engine import Engine
 from variants.record import VIEW_TITLES, Record
+from variants.replica import LATENCY_ONLY
 from variants.squad import load_squad_json
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
@@ -105,8 +106,10 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     hardware = records.hardware_label(record.hardware, record.device)
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
     file = Path(str(record.data.get("file", ""))).name
-    sample = f"Accuracy on {count(questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
-    noise = noise_points(questions)
+    random_weights = [e.short_label for e in record.entries if e.latency_only]
+    measured = "Latency" if random_weights and len(random_weights) == len(record.entries) else "Accuracy"
+    sample = f"{measured} on {count(questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
+    noise = noise_points(questions) if measured == "Accuracy" else None
     if noise:
         sample += f" ({'noisy at this size: ' if record.noisy else ''}an F1 is known to ±{noise:.0f} points at most)"
     lines = [
@@ -114,8 +117,12 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         f" · measured {esc(record.created)}",
         f"Hardware: {esc(hardware)}",
         esc(sample) + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else ""),
-        f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}",
     ]
+    if measured == "Accuracy":
+        lines.append(f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}")
+    if random_weights:
+        which = "every variant" if measured == "Latency" else ", ".join(random_weights)
+        lines.append(f'<span class="qa-latency-only">{esc(LATENCY_ONLY)}</span>: {esc(which)} (no accuracy measured)')
     warn = f'<div class="qa-notice">{esc(note)}</div>' if note else ""
     return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
 
@@ -126,6 +133,8 @@ def table_frame(frame):
     if frame is None or not len(frame):
         return pd.DataFrame(columns=list(TABLE_COLUMNS.values()))
     table = frame[[c for c in TABLE_COLUMNS if c in frame.columns]].copy()
+    random_weights = frame["latency_only"].fillna(False).astype(bool)
+    table.loc[random_weights, "short_label"] += f" ({LATENCY_ONLY})"
     for column in table.columns:
         if column == "parameters":
             table[column] = table[column].map(fmt_params)

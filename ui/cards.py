@@ -2,6 +2,7 @@
 
 from variants import custom
 from variants.engine import Engine, LoadedVariant, VariantResult
+from variants.replica import LATENCY_ONLY
 from variants.spec import short_label
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
@@ -25,6 +26,10 @@ PRECISIONS = {
     "bf16": "bfloat16",
     "int8": "8-bit integers",
 }
+LATENCY_ONLY_TIP = (
+    "A replica of the published model's shape with random weights (the model itself cannot be downloaded): "
+    "its speed is the real model's, its answers mean nothing."
+)
 LATENCY_TIP = (
     "Median of {runs} timed runs after one untimed warm-up run; the range is the fastest and the slowest run. "
     "Speedups compare medians."
@@ -74,6 +79,8 @@ def card_html(
         f"{esc(short_label(spec.name, spec.label))}</span>"
         f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
     )
+    if spec.latency_only:
+        head += f'<div class="qa-latency-only" title="{esc(LATENCY_ONLY_TIP)}">{esc(LATENCY_ONLY)}</div>'
     if state == "error":
         body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
     elif state == "done" and result is not None:
@@ -95,6 +102,12 @@ def card_html(
 
 
 def _answer_block(result: VariantResult, context: str) -> str:
+    if result.latency_only:  # random weights: no text, highlight or confidence to read anything into
+        return (
+            '<div class="qa-answer qa-none">answer not shown</div>'
+            '<div class="qa-snippet qa-muted">The weights are random, so the span it would pick means nothing; '
+            "only its speed is the real model's.</div>"
+        )
     confidence = fmt_confidence(result.score)
     if not result.answer and result.guess:
         snippet = highlight(context, result.guess_start, result.guess_end, SNIPPET_RADIUS // 2)
@@ -145,6 +158,8 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
 def _confidence_metric(result: VariantResult) -> str:
     """The answer's probability; with no answer, its best guess's (the [CLS] probability is often ~0%, since a
     calibrated threshold can make "no answer" win with a null score far below the span's)."""
+    if result.latency_only:
+        return _metric("–", "no confidence: random weights", tip=LATENCY_ONLY_TIP)
     if result.answer:
         return _metric(fmt_confidence(result.score), "confidence")
     if result.guess:
@@ -227,7 +242,11 @@ def same_answer(a: str, b: str) -> bool:
 
 
 def answers_line(ok: list[VariantResult]) -> str:
-    """How many variants answered, and how many of those give the baseline's answer."""
+    """How many variants answered, and how many of those give the baseline's answer (random-weight variants
+    are left out: their answers mean nothing)."""
+    if ok and all(r.latency_only for r in ok):
+        return f'<span class="qa-agree">{esc(LATENCY_ONLY.capitalize())}: the answers are not compared.</span>'
+    ok = [r for r in ok if not r.latency_only]
     answered = [r for r in ok if r.answer]
     base = next((r for r in ok if r.variant == "baseline"), None)
     text = f"{len(answered)} of {len(ok)} variants answered"

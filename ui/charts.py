@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from variants.engine import Engine, VariantResult
 from variants.record import Record
+from variants.replica import LATENCY_ONLY
 from variants.spec import short_label
 
 from .palette import PEER, variant_style
@@ -68,7 +69,8 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
 
 def _bar_text(result: VariantResult) -> str:
     shown = fmt_ms(result.latency_ms)
-    return shown if result.variant == "baseline" else f"{shown} · {fmt_speedup(result.speedup)}"
+    shown = shown if result.variant == "baseline" else f"{shown} · {fmt_speedup(result.speedup)}"
+    return f"{shown} · random weights" if result.latency_only else shown
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
@@ -92,6 +94,8 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Fig
     unanswerable questions). ``view`` names the accuracy view plotted (which no-answer threshold)."""
     fig = go.Figure()
     rows = frame.dropna(subset=["f1", "p50_ms"]) if frame is not None and len(frame) else None
+    if rows is not None and "latency_only" in rows:
+        rows = rows[~rows["latency_only"].fillna(False).astype(bool)]  # random weights: no F1 to plot
     if rows is not None and len(rows):
         hover = "<br>".join(f"{label}: %{{customdata[{i}]}}" for i, label in enumerate(HOVER_FIELDS.values()))
         for row in rows.itertuples(index=False):
@@ -123,6 +127,8 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Fig
             )
         fig.update_yaxes(range=[0, 100])
         fig.update_xaxes(rangemode="tozero")
+    elif frame is not None and len(frame) and frame["latency_only"].fillna(False).astype(bool).all():
+        _empty(fig, f"{LATENCY_ONLY.capitalize()}: no F1 to plot<br>(the latency plot beside this one holds)")
     else:
         _empty(fig, "No accuracy and latency numbers yet")
     title = "Accuracy against speed (up and left is better)" + (f"<br><sup>{esc(view)}</sup>" if view else "")
@@ -167,7 +173,7 @@ def seq_len_figure(record: Record | None) -> go.Figure:
                 x=list(xs),
                 y=list(ys),
                 mode="lines+markers",
-                name=v.short_label,
+                name=v.short_label + (f" ({LATENCY_ONLY})" if v.latency_only else ""),
                 line={"color": style.colour, "width": 2.5 if v.headline else 1.5, "dash": style.dash},
                 marker={"symbol": style.marker, "size": 8, "color": style.colour},
                 hovertemplate="%{x} tokens: %{y:.1f} ms<extra>%{fullData.name}</extra>",

@@ -17,6 +17,8 @@ CARD_CSS = """
 .qa-role { flex-shrink: 0; font-size: 0.72em; padding: 1px 7px; border-radius: 999px; cursor: help;
   background: var(--background-fill-secondary); color: var(--body-text-color-subdued); }
 .qa-guess { font-size: 0.95em; }
+.qa-latency-only { align-self: flex-start; font-size: 0.78em; font-weight: 600; padding: 1px 8px; border-radius: 999px;
+  background: #fef3c7; color: #92400e; cursor: help; }
 .qa-answer { font-size: 1.35em; font-weight: 700; min-height: 1.4em; overflow-wrap: anywhere; }
 .qa-answer.qa-none { color: var(--body-text-color-subdued); font-style: italic; }
 .qa-answer.qa-pending { font-size: 1em; font-weight: 400; color: var(--body-text-color-subdued); }

@@ -39,6 +39,7 @@ from variants.measure import (
 )
 from variants.qa import DecodeSettings, NullThreshold, answer_pairs, parse_null_threshold, says_answer
 from variants.record import PEER, AccuracyView, LatencyStats, Record, VariantEntry
+from variants.replica import LATENCY_ONLY
 from variants.results import RESULTS_DIR, current_hardware, hardware_slug
 from variants.spec import ASSETS
 from variants.squad import QAExample, load_squad, normalize_answer, squad_v2_scores
@@ -249,7 +250,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             backend=spec.backend,
             load_seconds=round(loaded.load_seconds, 3),
             calibrated_threshold=loaded.calibrated_threshold,
-            latency_only=bool(getattr(spec, "latency_only", False)),
+            latency_only=spec.latency_only,
             error=None if loaded.ok else loaded.error or "not loaded",
         )
         entries.append(entry)
@@ -471,9 +472,12 @@ def benchmark(
         _fill_latency(entry, timing)
         probe.reset()
         try:
-            step(0.0, f"{runner.name}: accuracy on {len(examples)} questions")
-            answers, margins = measure_accuracy(runner, examples, options.accuracy_batch)
-            preds[runner.name] = fill_accuracy(entry, examples, answers, margins)
+            if entry.latency_only:  # random weights: an F1 would measure nothing but chance
+                step(0.0, f"{runner.name}: {LATENCY_ONLY}, no accuracy")
+            else:
+                step(0.0, f"{runner.name}: accuracy on {len(examples)} questions")
+                answers, margins = measure_accuracy(runner, examples, options.accuracy_batch)
+                preds[runner.name] = fill_accuracy(entry, examples, answers, margins)
             if not options.skip_sweeps and runner.model is not None:
                 step(0.5, f"{runner.name}: batch-size sweep")
                 entry.batch_sweep = batch_sweep(
@@ -525,7 +529,7 @@ def quick_benchmark(
             entry.error = timing.error
             continue
         _fill_latency(entry, timing)
-        if timing.preds:
+        if timing.preds and not entry.latency_only:
             preds[runner.name] = fill_accuracy(entry, examples, timing.preds, timing.na_probs)
     compare(entries, None, preds)
     options = Options(len(examples), warmup=1, runs=0, seq_lens=(), batch_sizes=(), skip_sweeps=True, accuracy_batch=1)
@@ -598,6 +602,7 @@ def summary_table(record: Record, view: str = "pipeline") -> str:
             (e.agreement_with_baseline, "8.3f"),
         )
         line = f"{e.variant:<26}" + "".join(fmt(v, spec) for v, spec in values)
+        line += f"  ({LATENCY_ONLY})" if e.latency_only else ""
         lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
     return "\n".join(lines)
 

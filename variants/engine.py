@@ -1,27 +1,26 @@
 """Load a set of variants once and answer questions with all of them, each failure isolated.
 
-This is the engine's front door for the CLI, the benchmark and the app: ``load_engine`` resolves
-sources (falling back to the offline ``embedded`` preset when the Hub models cannot load), builds
-or reuses cached artifacts, and ``Engine.ask_iter`` yields one :class:`VariantResult` per variant as
-each finishes.
+This is the engine's front door for the CLI, the benchmark and the app: ``load_engine`` picks the
+specs (falling back to the offline ``embedded`` preset when the Hub models cannot load), has
+:mod:`variants.build` build or reuse them, and ``Engine.ask_iter`` yields one :class:`VariantResult`
+per variant as each finishes. Building lives in :mod:`variants.build`; this module answers.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from variants import config
 from variants import spec as specs
 from variants.batching import Batcher, BatchingConfig
+from variants.build import BuiltVariant, Progress, VariantBuilder
 from variants.qa import (
-    CALIBRATED_THRESHOLD,
     Answer,
     DecodeSettings,
     InputError,
@@ -32,20 +31,11 @@ from variants.qa import (
     window_stride,
     with_null_decision,
 )
-from variants.runtime import (
-    OrtQAModel,
-    QAModel,
-    TorchQAModel,
-    cpu_threads,
-    limit_native_memory,
-    release_free_memory,
-    resolve_device,
-)
-from variants.sources import ResolvedSource, SourceUnavailable, resolve
+from variants.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
+from variants.sources import ResolvedSource, SourceUnavailable
 
 log = logging.getLogger("variants.engine")
 
-Progress = Callable[[float, str], None]
 MAX_CONTEXT_CHARS = config.MAX_CONTEXT_CHARS  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
 MAX_CONTEXT_ENV = config.MAX_CONTEXT_ENV
 MAX_QUESTION_CHARS = 1_000
@@ -141,8 +131,7 @@ class Engine:
         self.null_threshold = parse_null_threshold(self.null_threshold)
         if self.max_context_chars < 1:
             raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
-        self._sources: dict[str, ResolvedSource] = {}
-        self._torch: dict[tuple[str, bool], object] = {}
+        self._builder = VariantBuilder(self.device, self.cache_dir)
         self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
 
     # --- loading ------------------------------------------------------------------------------
@@ -161,7 +150,7 @@ class Engine:
                 loaded = self._load_variant(spec, step_progress)
                 self._start_batcher(loaded)
                 self.variants = {**self.variants, spec.name: loaded}
-            self._torch.clear()  # torch copies kept only for exports
+            self._builder.release()  # torch copies kept only for exports
         progress(1.0, "Ready")
         return self
 
@@ -170,8 +159,10 @@ class Engine:
         started = time.perf_counter()
         loaded = LoadedVariant(spec)
         try:
-            loaded.model, loaded.tokenizer, loaded.artifact = self._load_one(spec, progress)
-            loaded.settings = self._settings_for(loaded)
+            built = self._builder.build(spec, progress)
+            loaded.model, loaded.tokenizer, loaded.artifact = built.model, built.tokenizer, built.artifact
+            loaded.calibrated_threshold = built.calibrated_threshold
+            loaded.settings = self._settings_for(built)
             loaded.model.warmup()
         except Exception as exc:
             loaded.model = None
@@ -188,9 +179,9 @@ class Engine:
         stays on it. ``source`` is the already-resolved source (e.g. a checked Hub snapshot)."""
         with self._lock:
             if source is not None:
-                self._sources[spec.source] = source
+                self._builder.remember(spec.source, source)
             loaded = self._load_variant(spec, progress or (lambda _f, _m: None))
-            self._torch.clear()
+            self._builder.release()
             self._start_batcher(loaded)
             old = self.variants.get(spec.name)
             self.specs = [*(s for s in self.specs if s.name != spec.name), spec]
@@ -257,106 +248,18 @@ class Engine:
         }
 
     def source(self, spec: specs.VariantSpec) -> ResolvedSource:
-        if spec.source not in self._sources:
-            self._sources[spec.source] = resolve(spec.source, spec.revision)
-        return self._sources[spec.source]
+        """The spec's source resolved to a local folder (see :class:`variants.build.VariantBuilder`)."""
+        return self._builder.source(spec)
 
-    def _torch_model(self, spec: specs.VariantSpec, compacted: bool):
-        """The source's torch model (compacted or not), loaded once and shared."""
-        key = (spec.source, compacted)
-        if key not in self._torch:
-            if compacted and (spec.source, False) in self._torch:
-                model = copy.deepcopy(self._torch[(spec.source, False)])
-            else:
-                import torch  # noqa: PLC0415
-                from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
-
-                model = AutoModelForQuestionAnswering.from_pretrained(
-                    self.source(spec).path, dtype=torch.float32, trust_remote_code=False
-                ).eval()
-            if compacted:
-                from variants.prune import compact  # noqa: PLC0415
-
-                report = compact(model)
-                log.info("%s: %s", spec.source, report.summary())
-            self._torch[key] = model
-        return self._torch[key]
-
-    def _settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
+    def _settings_for(self, built: BuiltVariant) -> DecodeSettings:
         """The engine's settings for one variant: the window no longer than the model's positions allow,
-        and the null threshold the engine's mode means for this model (noting its calibrated one)."""
-        from dataclasses import replace  # noqa: PLC0415
-
-        from transformers import AutoConfig  # noqa: PLC0415
-
-        config = AutoConfig.from_pretrained(self.source(loaded.spec).path)
-        limit = min(getattr(config, "max_position_embeddings", 512), loaded.tokenizer.model_max_length)
-        calibrated = getattr(config, CALIBRATED_THRESHOLD, None)
-        loaded.calibrated_threshold = None if calibrated is None else float(calibrated)
-        threshold = resolve_null_threshold(self.null_threshold, loaded.calibrated_threshold)
+        and the null threshold the engine's mode means for this model."""
+        threshold = resolve_null_threshold(self.null_threshold, built.calibrated_threshold)
         settings = replace(self.settings, null_threshold=threshold)
+        limit = built.max_positions
         if settings.max_length <= limit:
             return settings
         return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))
-
-    def _tokenizer(self, spec: specs.VariantSpec):
-        from transformers import AutoTokenizer  # noqa: PLC0415
-
-        return AutoTokenizer.from_pretrained(self.source(spec).path, use_fast=True, trust_remote_code=False)
-
-    def _load_one(self, spec: specs.VariantSpec, progress: Progress) -> tuple[QAModel, object, Path | None]:
-        tokenizer = self._tokenizer(spec)
-        if not getattr(tokenizer, "is_fast", False):
-            raise RuntimeError(f"{spec.source} has no fast tokenizer; offsets into the context need one.")
-        compacted = "compact" in spec.steps
-        if spec.backend == "torch":
-            return TorchQAModel(self._torch_model(spec, compacted), self.device), tokenizer, None
-        path = self._onnx_artifact(spec, tokenizer, progress)
-        return OrtQAModel(path, self.device, threads=cpu_threads()), tokenizer, path
-
-    def _onnx_artifact(self, spec: specs.VariantSpec, tokenizer, progress: Progress) -> Path:
-        """The cached ONNX file for ``spec``, building each missing step from the one before."""
-        from variants import export  # noqa: PLC0415
-        from variants.cache import ArtifactCache, cache_key, library_versions  # noqa: PLC0415
-
-        cache = ArtifactCache(self.cache_dir)
-        for_gpu = self.device.startswith("cuda")
-        compacted = "compact" in spec.steps
-        done: list[str] = ["compact"] if compacted else []
-        path: Path | None = None
-        steps = ("onnx", *spec.onnx_steps)
-        for i, step in enumerate(steps):
-            done.append(step)
-            key = cache_key(
-                {
-                    "source": self.source(spec).identity,
-                    "steps": done,
-                    "gpu": for_gpu,
-                    "versions": library_versions(),
-                    **export.step_options(step),
-                }
-            )
-            progress(i / len(steps), f"{spec.label}: {step}")
-            if step == "onnx":
-
-                def build(tmp: Path) -> None:
-                    # A CPU copy: the shared torch model may already live on the GPU for another variant.
-                    export.export_onnx(copy.deepcopy(self._torch_model(spec, compacted)).cpu(), tokenizer, tmp)
-            else:
-                src = path
-                fn = {
-                    "optimize": lambda s, t: export.optimize_onnx(s, t, for_gpu=for_gpu),
-                    "fp16": export.to_fp16,
-                    "int8": export.quantize_int8,
-                }[step]
-
-                def build(tmp: Path, src=src, fn=fn) -> None:
-                    fn(src, tmp)
-
-            folder = cache.get_or_build(key, build)
-            path = folder / "model.onnx"
-        assert path is not None
-        return path
 
     # --- answering ----------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """ONNX build steps for a Hugging Face question-answering model: export, optimize, FP16, INT8.
 
 Every step reads one ``model.onnx`` and writes another into a new folder, so the engine can chain
-them (:func:`build_onnx_chain`) inside :meth:`variants.cache.ArtifactCache.get_or_build`:
+them (:func:`run_onnx_chain`, the one chain, kept step by step in :class:`variants.cache.ArtifactCache`):
 
 * :func:`export_onnx`: torch model in memory -> ONNX (optimum-onnx), FP32, on CPU. Exporting the
   in-memory model matters for compacted pruned models, whose layers have different head counts and
@@ -20,7 +20,7 @@ import json
 import logging
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,13 +238,13 @@ def step_options(step: str) -> dict[str, Any]:
 # --- chain --------------------------------------------------------------------------------------
 
 
-def build_onnx_chain(model: Any, tokenizer: Any, steps: Sequence[str], out_dir: Path, for_gpu: bool) -> Path:
-    """Export ``model``, then apply ``steps`` (among "optimize", "fp16", "int8", in order).
+StepStore = Callable[[tuple[str, ...], Callable[[Path], None]], Path]
+"""``store(done, build)``: the folder holding the graph after steps ``done`` ("export" first), made by
+``build(folder)`` unless the store already has it (a plain folder per step, or the artifact cache)."""
 
-    Leaves the final ``model.onnx`` (+ external data, config, tokenizer, ``optimization.json`` if
-    optimized) and a ``build.json`` describing the steps in ``out_dir``; intermediate graphs are
-    built in ``out_dir/.work`` and removed.
-    """
+
+def check_steps(steps: Sequence[str]) -> None:
+    """Raise ``ValueError`` unless ``steps`` are known, distinct, in order, and one precision at most."""
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         raise ValueError(f"unknown ONNX build steps {unknown}; known: {STEPS}")
@@ -252,18 +252,66 @@ def build_onnx_chain(model: Any, tokenizer: Any, steps: Sequence[str], out_dir: 
         raise ValueError("fp16 and int8 are alternative precisions; choose one")
     if list(steps) != sorted(set(steps), key=STEPS.index):
         raise ValueError(f"steps must be distinct and in the order {STEPS}, got {tuple(steps)}")
+
+
+def apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
+    """One build step ("optimize", "fp16" or "int8") from ``src`` into ``out_dir``."""
+    if step == "optimize":
+        return optimize_onnx(src, out_dir, for_gpu=for_gpu)
+    if step == "fp16":
+        return to_fp16(src, out_dir)
+    if step == "int8":
+        return quantize_int8(src, out_dir)
+    raise ValueError(f"unknown ONNX build step {step!r}; known: {STEPS}")
+
+
+def run_onnx_chain(
+    export: Callable[[Path], Any],
+    steps: Sequence[str],
+    for_gpu: bool,
+    store: StepStore,
+    progress: Callable[[float, str], None] | None = None,
+) -> Path:
+    """The one ONNX chain: ``export(folder)`` writes the FP32 graph, then each of ``steps`` reads the one
+    before; ``store`` keeps each step's folder (the engine's is the artifact cache, so a chain shares its
+    steps with every other chain that starts the same way). Returns the final ``model.onnx``."""
+    check_steps(steps)
+    names = ("export", *steps)
+    path: Path | None = None
+    for i, step in enumerate(names):
+        if progress is not None:
+            progress(i / len(names), step)
+        if step == "export":
+            build = export
+        else:
+
+            def build(tmp: Path, src: Path | None = path, step: str = step) -> None:
+                assert src is not None
+                apply_step(step, src, tmp, for_gpu)
+
+        path = store(names[: i + 1], build) / ONNX_NAME
+    assert path is not None
+    return path
+
+
+def build_onnx_chain(model: Any, tokenizer: Any, steps: Sequence[str], out_dir: Path, for_gpu: bool) -> Path:
+    """Export ``model``, then apply ``steps`` (among "optimize", "fp16", "int8", in order), into one folder.
+
+    :func:`run_onnx_chain` with a folder per step in ``out_dir/.work`` (removed after); leaves the final
+    ``model.onnx`` (+ external data, config, tokenizer, ``optimization.json`` if optimized) and a
+    ``build.json`` describing the steps in ``out_dir``.
+    """
+    check_steps(steps)
     out_dir = Path(out_dir)
     work = out_dir / ".work"
+
+    def store(done: tuple[str, ...], build: Callable[[Path], None]) -> Path:
+        folder = work / done[-1]
+        build(folder)
+        return folder
+
+    current = run_onnx_chain(lambda tmp: export_onnx(model, tokenizer, tmp), steps, for_gpu, store)
     export_dir = work / "export"
-    current = export_onnx(model, tokenizer, export_dir)
-    for step in steps:
-        step_dir = work / step
-        if step == "optimize":
-            current = optimize_onnx(current, step_dir, for_gpu=for_gpu)
-        elif step == "fp16":
-            current = to_fp16(current, step_dir)
-        else:
-            current = quantize_int8(current, step_dir)
     # Final graph (+ its external data), step reports, then config/tokenizer files from the export.
     for path in current.parent.iterdir():
         shutil.move(path, out_dir / path.name)
