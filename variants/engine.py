@@ -362,7 +362,7 @@ class Engine:
     ) -> Iterator[VariantResult]:
         """Each variant's result as soon as it is ready (baseline first, for the speedups).
 
-        ``repeats``: timed runs per variant after one untimed run; ``null_threshold``: a threshold mode
+        ``repeats``: timed runs per variant (after an untimed one when > 1); ``null_threshold``: a threshold mode
         for this call (a number or "calibrated"; None: the engine's).
         """
         self.check_input(question, context)
