@@ -325,6 +325,9 @@ def load_records(folder: str | Path) -> list[Record]:
     for path in sorted(Path(folder).glob("*.json")):
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(raw, dict) and raw.get("kind") and "variants" not in raw:  # a soak or served-latency
+                log.debug("%s: a %s result, not a benchmark record", path, raw["kind"])  # result: it belongs here
+                continue
             if not isinstance(raw, dict) or "variants" not in raw or "created" not in raw:
                 raise ValueError("not a benchmark record")
             record = Record.from_dict(raw)
