@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -204,31 +204,26 @@ def limit_native_memory() -> bool:
     and go back to the system on free. ``MALLOC_ARENA_MAX`` and friends do the same from outside,
     but only before the process starts. Returns False where there is no glibc (macOS, Windows, musl).
     """
+    libc = _glibc()
+    if libc is None:
+        return False
+    mallopt = libc.mallopt
+    settings = {_M_ARENA_MAX: 2, _M_MMAP_THRESHOLD: 1 << 20, _M_TRIM_THRESHOLD: 4 << 20}
+    return all(mallopt(param, value) == 1 for param, value in settings.items())
+
+
+@functools.cache
+def _glibc() -> Any | None:
+    """The C library when it is glibc (it has ``malloc_trim``), else None (macOS, Windows, musl)."""
     import ctypes  # noqa: PLC0415
     import ctypes.util  # noqa: PLC0415
 
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
-        mallopt = libc.mallopt if libc is not None else None
-    except (OSError, AttributeError):
-        mallopt = None
-    if mallopt is None or not hasattr(libc, "malloc_trim"):  # malloc_trim: glibc only
-        return False
-    settings = {_M_ARENA_MAX: 2, _M_MMAP_THRESHOLD: 1 << 20, _M_TRIM_THRESHOLD: 4 << 20}
-    return all(mallopt(param, value) == 1 for param, value in settings.items())
-
-
-@functools.cache
-def _glibc_trim() -> Callable[[int], int] | None:
-    import ctypes  # noqa: PLC0415
-    import ctypes.util  # noqa: PLC0415
-
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # no glibc (macOS, Windows, musl)
+    except OSError:
         return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
 
 
 def release_free_memory() -> bool:
@@ -237,8 +232,8 @@ def release_free_memory() -> bool:
     Memory freed inside the heap stays resident: requests of many shapes (dynamic batching) leave
     free holes that later allocations do not fill, and resident memory creeps up. The batcher
     calls this when its queue is empty, so no waiting request pays for it."""
-    trim = _glibc_trim()
-    return bool(trim(0)) if trim is not None else False
+    libc = _glibc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
 
 
 def cpu_threads() -> int:
