@@ -201,9 +201,17 @@ def test_each_variant_is_measured(cli_run):
             assert row["n_questions"] == 4 and row["n_batches"] == -(-4 // row["batch_size"])
             assert row["ms_per_question"] > 0 and row["throughput_qps"] > 0
         assert e["peak_throughput_qps"] == max(r["throughput_qps"] for r in rows)
+        prof = e["profile"]
+        assert prof["n"] == 6 and prof["tokens"] > 0
+        assert all(prof[k] > 0 for k in ("tokenize_ms", "forward_ms", "decode_ms", "gflop", "gflops_achieved"))
     base = by_name["baseline"]
     assert base["speedup_vs_baseline"] == 1.0 and base["agreement_with_baseline"] == 1.0
     assert by_name["pruned"]["parameters"] < by_name["pruned-dense"]["parameters"]
+    # Compaction cuts operations; the dense copy with zeros still runs them all.
+    assert by_name["pruned"]["profile"]["gflop"] < by_name["pruned-dense"]["profile"]["gflop"]
+    assert by_name["pruned-dense"]["profile"]["gflop"] == pytest.approx(base["profile"]["gflop"])
+    peak = record["hardware"]["measured_peak"]
+    assert peak["fp32_gflops"] > 0 and peak["int8_gops"] > 0 and peak["threads"] >= 1
     # The same weights, compacted or not, give the same answers.
     for view in ("pipeline", "best"):
         compacted, dense = by_name["pruned"]["accuracy"][view], by_name["pruned-dense"]["accuracy"][view]

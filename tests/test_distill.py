@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -15,6 +17,8 @@ from transformers import AutoModelForQuestionAnswering
 
 from variants import distill, prune, storage, train
 from variants.checkpoint import Checkpointer, Interrupted
+from variants.engine import load_engine
+from variants.spec import VariantSpec
 
 SMALL = {"batch_size": 4, "max_length": 64, "stride": 16, "threads": 1}
 
@@ -154,3 +158,39 @@ def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_mod
     student.bert.embeddings.word_embeddings.weight.data[0, 0] += 1  # embeddings of its own: not shareable
     with pytest.raises(ValueError, match="cannot be shared"):
         storage.save(student, cut.heads, cut.kept, tmp_path / "other", share_embeddings_with=base)
+
+
+def test_the_engine_runs_a_compact_store_as_it_runs_the_dense_folder(tiny_qa_dir, tmp_path, artifacts_dir):
+    """The shipped pruned model is stored compacted with the baseline's embeddings: every variant built from
+    it (dense with zeros, compacted, ONNX) computes what it computes from the dense-with-zeros folder."""
+
+    def with_tokenizer(folder):
+        for f in tiny_qa_dir.iterdir():
+            if f.name not in ("model.safetensors", "config.json"):
+                shutil.copy(f, folder / f.name)
+        return folder
+
+    base = tmp_path / "baseline"
+    AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)
+    student = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32).eval()
+    cut = train.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
+    train.apply_cut(student, cut)
+    student.half().float()
+    storage.save(student, cut.heads, cut.kept, tmp_path / "compact", share_embeddings_with=base)
+    template = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
+    prune.expand_to_dense(student, template, cut.kept).save_pretrained(tmp_path / "dense")
+
+    def outputs(folder) -> dict[str, list[np.ndarray]]:
+        specs = [VariantSpec("pruned-dense", "d", str(folder)), VariantSpec("pruned", "p", str(folder), ("compact",)),
+                 VariantSpec("pruned-onnx", "o", str(folder), ("compact", "onnx"))]  # fmt: skip
+        engine = load_engine("embedded", "cpu", variant_specs=specs, fallback=False, cache_dir=artifacts_dir)
+        feed = {"input_ids": np.tile(np.arange(5, 25), (2, 1)), "attention_mask": np.ones((2, 20), dtype=np.int64),
+                "token_type_ids": np.zeros((2, 20), dtype=np.int64)}  # fmt: skip
+        assert all(v.ok for v in engine.loaded), [v.error for v in engine.loaded]
+        return {v.spec.name: v.model.run(feed) for v in engine.loaded}
+
+    compact, dense = outputs(with_tokenizer(tmp_path / "compact")), outputs(with_tokenizer(tmp_path / "dense"))
+    assert compact["pruned"][0].shape == dense["pruned"][0].shape
+    for name in dense:
+        for a, b in zip(compact[name], dense[name], strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-4)

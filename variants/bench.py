@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from variants import profile as profiling
 from variants.cache import dist_version
 from variants.cache import library_versions as artifact_versions
 from variants.measure import (
@@ -62,6 +63,11 @@ METHOD = {
     "throughput_qps": "1000 / mean batch-1 latency; peak_throughput_qps: the best of the batch sweep",
     "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant",
     "agreement_with_baseline": "share of questions whose normalized answer (at threshold 0) equals the baseline's",
+    "profile": "per variant, on the first profile_questions questions at batch 1: median ms of tokenizing, the "
+    "forward pass (every window) and decoding, timed apart; GFLOP per question counted by torch's FlopCounterMode "
+    "on the torch model whose arithmetic the variant runs, at each question's window shape; achieved GFLOP/s = "
+    "that count / forward time (median over questions). hardware.measured_peak: the best FP32 and INT8 matrix "
+    "products this machine ran on the same threads (variants.profile)",
     "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
     "5 runs each (after one untimed run), so load from elsewhere falls on all of them alike",
     "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit",
@@ -85,6 +91,7 @@ class Options:
     sort_by_length: bool = False
     skip_sweeps: bool = False
     accuracy_batch: int = 16
+    profile_questions: int = 100  # 0: no profile
 
 
 @dataclass
@@ -96,6 +103,7 @@ class Runner:
     entry: VariantEntry
     model: Any = None  # a variants.runtime.QAModel, for the sequence-length sweep
     tokenizer: Any = None
+    settings: DecodeSettings | None = None
 
 
 # --- command line -----------------------------------------------------------------------------------
@@ -259,8 +267,9 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             info = model.describe()
             entry.device, entry.provider, entry.dtype = info["device"], info["provider"], info["dtype"]
             entry.size_mb, entry.parameters, entry.notes = info["size_mb"], info["parameters"], list(info["notes"])
-            answer = _engine_answerer(model, tokenizer, loaded.settings or engine.settings)
-            runners.append(Runner(spec.name, answer, entry, model, tokenizer))
+            settings = loaded.settings or engine.settings
+            answer = _engine_answerer(model, tokenizer, settings)
+            runners.append(Runner(spec.name, answer, entry, model, tokenizer, settings))
     return runners, entries
 
 
@@ -494,9 +503,37 @@ def benchmark(
         models = {r.name: (r.model, r.tokenizer) for r in runners if r.model is not None and not r.entry.error}
         for name, rows in seq_len_sweep(models, options.seq_lens, options.runs).items():
             next(r.entry for r in runners if r.name == name).seq_len_sweep = rows
+    peak = None
+    if not options.skip_sweeps and options.profile_questions:
+        progress(0.95, "profile: tokenize / forward / decode, operations per question, machine peak")
+        profile_runners(engine, runners, examples[: options.profile_questions])
+        peak = profiling.machine_peak(_threads())
     compare(entries, peer_entry, preds)
     progress(1.0, "done")
-    return make_record(engine, entries, peer_entry, data or _counts(examples), options, created, after_load)
+    record = make_record(engine, entries, peer_entry, data or _counts(examples), options, created, after_load)
+    if peak:
+        record.hardware["measured_peak"] = peak
+    return record
+
+
+def profile_runners(engine: Any, runners: list[Runner], examples: list[QAExample]) -> None:
+    """Each engine variant's :func:`variants.profile.profile_stages`, in its entry (a failure stays there)."""
+    for runner in runners:
+        if runner.model is None or runner.entry.error:
+            continue
+        try:
+            flops = profiling.flop_counter(engine.reference_model(runner.name))
+            settings = replace(runner.settings or engine.settings, handle_impossible=False)
+            runner.entry.profile = profiling.profile_stages(runner.model, runner.tokenizer, examples, settings, flops)
+        except Exception as exc:
+            runner.entry.profile = {"error": describe(exc)}
+
+
+def _threads() -> int:
+    """The CPU threads the variants run on (PyTorch's count; the bench gives ONNX Runtime the same)."""
+    import torch  # noqa: PLC0415
+
+    return torch.get_num_threads()
 
 
 QUICK_QUESTIONS = 50

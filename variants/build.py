@@ -83,23 +83,20 @@ class VariantBuilder:
         return AutoTokenizer.from_pretrained(self.source(spec).path, use_fast=True, trust_remote_code=False)
 
     def torch_model(self, spec: specs.VariantSpec, compacted: bool):
-        """The source's torch model (compacted or not), loaded once and shared."""
+        """The source's torch model (compacted or not), loaded once and shared; a folder stored compacted
+        (:mod:`variants.storage`) loads in either form."""
+        from variants import storage  # noqa: PLC0415
+        from variants.prune import compact  # noqa: PLC0415
+
         key = (spec.source, compacted)
         if key not in self._torch:
-            if compacted and (spec.source, False) in self._torch:
-                model = copy.deepcopy(self._torch[(spec.source, False)])
+            path = self.source(spec).path
+            dense = self._torch.get((spec.source, False))
+            if compacted and dense is not None and not storage.is_compact(path):
+                model = copy.deepcopy(dense)
+                log.info("%s: %s", spec.source, compact(model).summary())
             else:
-                import torch  # noqa: PLC0415
-                from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
-
-                model = AutoModelForQuestionAnswering.from_pretrained(
-                    self.source(spec).path, dtype=torch.float32, trust_remote_code=False
-                ).eval()
-            if compacted:
-                from variants.prune import compact  # noqa: PLC0415
-
-                report = compact(model)
-                log.info("%s: %s", spec.source, report.summary())
+                model = storage.load_qa_model(path, compacted=compacted)
             self._torch[key] = model
         return self._torch[key]
 
@@ -122,7 +119,7 @@ class VariantBuilder:
                     "steps": steps,
                     "gpu": for_gpu,
                     "versions": library_versions(),
-                    **export.step_options(done[-1]),
+                    **{k: v for step in done for k, v in export.step_options(step, for_gpu).items()},
                 }
             )
             return cache.get_or_build(key, build)

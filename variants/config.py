@@ -53,7 +53,7 @@ ENVIRONMENT: dict[str, str] = {
     MAX_CONTEXT_ENV: "longest context accepted, characters (--max-context-chars)",
     CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
     THREADS_ENV: "threads per CPU inference session (default: all cores)",
-    ORT_SPIN_ENV: "1: let ONNX Runtime's idle threads spin (default: they sleep)",
+    ORT_SPIN_ENV: "ONNX Runtime threads: unset, spin within a run only; 0 never spin; 1 spin after runs too",
     CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
     MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
@@ -120,9 +120,15 @@ def cpu_threads() -> int:
     return env_number(THREADS_ENV, int, 0)
 
 
-def ort_spin() -> bool:
-    """Whether ONNX Runtime's idle threads may spin (``VARIANTS_ORT_SPIN=1``)."""
-    return bool(env_flag(ORT_SPIN_ENV))
+def ort_spin() -> str:
+    """When ONNX Runtime's threads may spin (``VARIANTS_ORT_SPIN``): "run" (default), "never" (0) or "always" (1).
+
+    "run": busy-waiting between the parallel sections of one run (a sleeping thread takes tens of
+    microseconds to wake, and one BERT run has about a hundred sections), none after it, so an idle
+    session leaves the cores to the next variant and the next request.
+    """
+    flag = env_flag(ORT_SPIN_ENV)
+    return "run" if flag is None and env_text(ORT_SPIN_ENV) is None else ("always" if flag else "never")
 
 
 def results_dir() -> str | None:

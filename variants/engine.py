@@ -261,6 +261,12 @@ class Engine:
             return settings
         return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))
 
+    def reference_model(self, name: str):
+        """The torch model whose arithmetic variant ``name`` runs (compacted for a compacted chain): for
+        counting its operations (:mod:`variants.profile`), whatever backend runs it."""
+        spec = next(s for s in self.specs if s.name == name)
+        return self._builder.torch_model(spec, "compact" in spec.steps)
+
     # --- answering ----------------------------------------------------------------------------
 
     @property

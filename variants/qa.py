@@ -208,20 +208,26 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 def _top_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, max_len: int, k: int) -> list:
-    """The ``k`` best (start, end, score) with start <= end < start + max_len, on allowed tokens."""
-    candidates = np.tril(np.triu(np.outer(p_start, p_end)), max_len - 1)
-    flat = candidates.ravel()
+    """The ``k`` best (start, end, score) with start <= end < start + max_len, on allowed tokens.
+
+    Only the band of spans up to ``max_len`` long is scored (width x max_len products, not the width x
+    width outer product), in the same start-major order, so ties break as before.
+    """
+    n = len(p_start)
+    ends = np.arange(n)[:, None] + np.arange(max_len)[None, :]  # band[s, d]: the span (s, s + d)
+    band = p_start[:, None] * np.where(ends < n, p_end[np.minimum(ends, n - 1)], 0.0)
+    flat = band.ravel()
     if k == 1:
         order = np.array([int(np.argmax(flat))])
     else:
         k = min(k, len(flat) - 1)
         order = np.argpartition(-flat, k)[:k]
         order = order[np.argsort(-flat[order], kind="stable")]
-    starts, ends = np.unravel_index(order, candidates.shape)
+    starts, widths = np.divmod(order, max_len)
     return [
-        (int(s), int(e), float(candidates[s, e]))
-        for s, e in zip(starts, ends, strict=True)
-        if allowed[s] and allowed[e]
+        (int(s), int(s + d), float(band[s, d]))
+        for s, d in zip(starts, widths, strict=True)
+        if s + d < n and allowed[s] and allowed[s + d]
     ]
 
 

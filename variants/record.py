@@ -140,6 +140,7 @@ class VariantEntry:
     seq_len_sweep: list[dict[str, Any]] = field(default_factory=list)
     batch_sweep: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)  # variants.profile.profile_stages
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     latency_only: bool = False

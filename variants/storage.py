@@ -111,3 +111,19 @@ def load(folder: str | Path, dense: bool = False) -> nn.Module:
     if dense:
         return pruning.expand_to_dense(model, AutoModelForQuestionAnswering.from_config(config), cut.kept).eval()
     return model
+
+
+def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
+    """A question-answering model from a local folder in either format, FP32, in eval mode.
+
+    A folder written by :func:`save` loads through :func:`load`; any other through transformers
+    (``compacted`` then cuts its zeros out with :func:`variants.prune.compact`).
+    """
+    if is_compact(folder):
+        return load(folder, dense=not compacted).float()
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False).eval()
+    if compacted:
+        pruning.compact(model)
+    return model

@@ -612,15 +612,13 @@ def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool =
     Decoded with ``handle_impossible=False``; :func:`variants.qa.with_null_decision` then gives the
     answers at any null threshold without running the model again.
     """
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+    from transformers import AutoTokenizer  # noqa: PLC0415
 
-    from variants.prune import compact as compact_model  # noqa: PLC0415
     from variants.qa import DecodeSettings, answer_pairs  # noqa: PLC0415
     from variants.runtime import TorchQAModel  # noqa: PLC0415
+    from variants.storage import load_qa_model  # noqa: PLC0415
 
-    model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32).eval()
-    if compact:
-        compact_model(model)
+    model = load_qa_model(folder, compacted=compact)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     pairs = [(e.question, e.context) for e in examples]
     return answer_pairs(TorchQAModel(model), tokenizer, pairs, DecodeSettings(handle_impossible=False))

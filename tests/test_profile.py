@@ -1,0 +1,60 @@
+"""Operation counts of the profile against a count by hand, and the stage timings' shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+from variants import profile
+from variants.prune import compact
+from variants.qa import DecodeSettings
+from variants.runtime import TorchQAModel
+from variants.squad import QAExample
+
+
+def bert_flops(config, width: int, heads: list[int], ffn: list[int]) -> float:
+    """Multiply-adds x 2 of a BERT encoder plus the QA head, per window of ``width`` tokens."""
+    h, d = config.hidden_size, config.hidden_size // config.num_attention_heads
+    total = 0
+    for kept_heads, kept_ffn in zip(heads, ffn, strict=True):
+        inner = kept_heads * d
+        total += 3 * width * h * inner + width * inner * h  # Q, K, V, output projections
+        total += 2 * width * width * inner  # scores and weighted values
+        total += 2 * width * h * kept_ffn  # the two FFN products
+    total += width * h * 2  # QA head
+    return 2.0 * total
+
+
+def test_flop_count_matches_a_count_by_hand(tiny_qa_dir: Path, tiny_pruned_dir: Path) -> None:
+    dense = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    config = dense.config
+    layers = config.num_hidden_layers
+    count = profile.flop_counter(dense)
+    expected = bert_flops(config, 32, [config.num_attention_heads] * layers, [config.intermediate_size] * layers)
+    assert count(1, 32) == pytest.approx(expected)
+    assert count(3, 32) == pytest.approx(3 * expected)
+
+    pruned = AutoModelForQuestionAnswering.from_pretrained(tiny_pruned_dir).eval()
+    compact(pruned)
+    heads = [layer.attention.self.num_attention_heads for layer in pruned.bert.encoder.layer]
+    ffn = [layer.intermediate.dense.out_features for layer in pruned.bert.encoder.layer]
+    assert profile.flop_counter(pruned)(1, 32) == pytest.approx(bert_flops(pruned.config, 32, heads, ffn))
+
+
+def test_profile_stages_times_each_stage(tiny_qa_dir: Path) -> None:
+    torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    examples = [QAExample(str(i), "where did the cat sit", "the cat sat on the mat") for i in range(4)]
+    out = profile.profile_stages(TorchQAModel(torch_model), tokenizer, examples, DecodeSettings(max_length=64),
+                                 profile.flop_counter(torch_model))  # fmt: skip
+    assert out["n"] == 4 and out["tokens"] > 0
+    assert out["forward_ms"] > 0 and out["tokenize_ms"] > 0 and out["decode_ms"] > 0
+    assert out["gflop"] > 0
+    assert out["gflops_achieved"] == pytest.approx(out["gflop"] / out["forward_ms"] * 1000, rel=0.5)
+
+
+def test_machine_peak_is_measured() -> None:
+    peak = profile.machine_peak(1)
+    assert peak["fp32_gflops"] > 1 and peak["int8_gops"] > 1
