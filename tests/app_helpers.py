@@ -106,6 +106,15 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
                 "speedup_vs_baseline": 1.0 + i,
                 "seq_len_sweep": [{"seq_len": n, "p50_ms": p50 * n / 128, "n": 5} for n in (32, 64, 128)],
                 "batch_sweep": [],
+                "profile": {
+                    "tokenize_ms": 0.5,
+                    "forward_ms": p50 - 1,
+                    "decode_ms": 0.5,
+                    "tokens": 150,
+                    "gflop": 3.0,
+                    "gflops_achieved": 3000 / (p50 - 1),
+                    "n": 20,
+                },
                 "error": None,
             }
         )
@@ -115,7 +124,7 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
         "preset": engine.preset,
         "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "device": engine.device,
-        "hardware": current_hardware(),
+        "hardware": {**current_hardware(), "measured_peak": {"threads": 2, "fp32_gflops": 200.0, "int8_gops": 800.0}},
         "versions": {},
         "data": {"file": "assets/data/squad_v2_dev_sample.json", "n_questions": 20, "has_answer": 10, "no_answer": 10},
         "variants": variants,

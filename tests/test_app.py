@@ -298,8 +298,12 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
 def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
     record, note = stored_record(engine, results_dir)
     assert record is not None and note == ""
-    header, scatter, table, sweep, csv = benchmark_outputs(record, note)
+    header, scatter, table, sweep, profile_note, profile, csv = benchmark_outputs(record, note)
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
+    assert len(profile) == len(engine.loaded) and "200.0 GFLOP/s in FP32" in profile_note
+    int8 = next(v.spec.name for v in engine.loaded if "int8" in v.spec.name)
+    row = profile.iloc[[v.spec.name for v in engine.loaded].index(int8)]
+    assert row["% of this machine's peak"] == pytest.approx(100 * row["GFLOP/s"] / 800.0, abs=0.1)  # the INT8 peak
     assert len(scatter.data) == len(engine.loaded)
     assert len(sweep.data) == len(engine.loaded)
     assert list(table.columns) == list(TABLE_COLUMNS.values())
@@ -310,8 +314,8 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
     record, note = stored_record(engine, tmp_path)
     assert record is None and "No benchmark records" in note
-    header, scatter, table, sweep, csv = benchmark_outputs(record, note)
-    assert "python -m variants bench" in header and csv is None and len(table) == 0
+    header, scatter, table, sweep, _note, profile, csv = benchmark_outputs(record, note)
+    assert "python -m variants bench" in header and csv is None and len(table) == 0 and len(profile) == 0
     assert scatter.layout.annotations and sweep.layout.annotations
 
 
@@ -319,7 +323,7 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     calls = []
     stored = stored_records(results_dir)
     quick = make_quick_benchmark(engine, SAMPLE_FILE, stored)
-    header, scatter, table, _sweep, download, runs, chooser = quick(
+    header, scatter, table, _sweep, _why, _profile, download, runs, chooser = quick(
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )
     assert "Quick benchmark" in header and "noisy at this size" in header

@@ -108,6 +108,14 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     train.card(str(whole), data)  # the model card names the recipe and the one command that makes it
     readme = (whole / "README.md").read_text()
     assert "3 growing steps" in readme and "--recipe gradual" in readme
+    assert "## Recipes compared" in readme and "| `gradual" in readme and "train ship" in readme
+    assert json.loads((whole / "recipes.json").read_text())[0]["speedup"] > 0
+
+    shipped = storage.ship(whole, tmp_path / "models" / "pruned")  # what goes to assets/models
+    assert {"README.md", "recipes.json", "compact.json", "model.safetensors"} <= {f.name for f in shipped.iterdir()}
+    with torch.no_grad():
+        again = storage.load_qa_model(shipped, compacted=True)
+        torch.testing.assert_close(again(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
 
     parted, run = tmp_path / "parted", tmp_path / "run"
     cfg = gradual_config(tiny_qa_dir, data, parted, bf16=True)

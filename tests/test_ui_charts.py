@@ -70,7 +70,7 @@ def test_the_f1_axis_starts_at_zero_and_marks_the_no_answer_floor(record) -> Non
 
 @pytest.mark.parametrize("view", ["pipeline", "best", "calibrated"])
 def test_every_accuracy_view_is_plotted(record, view: str) -> None:
-    header, scatter, table, _sweep, _csv = benchmark_outputs(record, "", view)
+    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(record, "", view)
     assert len(scatter.data) == len(record.variants)
     assert table["F1"].notna().all()
     assert "Accuracy shown" in header
@@ -86,7 +86,7 @@ def test_a_random_weight_variant_beside_real_ones_gets_no_f1(record) -> None:
     mixed = copy.deepcopy(record)
     odd = mixed.variants[1]
     odd.latency_only = True
-    header, scatter, table, _sweep, _csv = benchmark_outputs(mixed, "")
+    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(mixed, "")
     assert len(scatter.data) == len(mixed.variants) - 1 and odd.short_label not in {t.name for t in scatter.data}
     assert f"{LATENCY_ONLY}</span>: {odd.short_label}" in header and "Accuracy on" in header
     row = table[table["Variant"] == f"{odd.short_label} ({LATENCY_ONLY})"]

@@ -143,6 +143,51 @@ def table_frame(frame):
     return table.rename(columns=TABLE_COLUMNS)
 
 
+PROFILE_COLUMNS = [
+    "Variant",
+    "reading the text (tokenize), ms",
+    "the model, ms",
+    "picking the answer (decode), ms",
+    "GFLOP per question",
+    "GFLOP/s",
+    "% of this machine's peak",
+]
+
+
+def profile_frame(record: Record | None):
+    """Where each variant's time per question goes (the record's profile), beside the machine's measured peak."""
+    import pandas as pd  # noqa: PLC0415
+
+    peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
+    rows = []
+    for entry in record.variants if record is not None else []:
+        prof = entry.profile or {}
+        if "forward_ms" not in prof:
+            continue
+        top = peak.get("int8_gops" if entry.dtype == "int8" else "fp32_gflops")
+        rate = prof.get("gflops_achieved")
+        share = round(100 * rate / top, 1) if rate and top else None
+        rows.append([entry.short_label, prof["tokenize_ms"], prof["forward_ms"], prof["decode_ms"],
+                     prof.get("gflop"), rate, share])  # fmt: skip
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
+def profile_note(record: Record | None) -> str:
+    """What the profile table measured, in a line (empty when the record has no profile)."""
+    peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
+    profiled = [e.profile.get("n") for e in record.variants if e.profile.get("n")] if record is not None else []
+    if not profiled:
+        return "This record has no profile (records from before it was added, quick runs)."
+    text = f"Medians over {count(max(profiled))} questions at batch 1."
+    if peak:
+        text += (
+            f" Peak: the fastest large matrix product this machine ran on {peak.get('threads')} threads, "
+            f"{peak.get('fp32_gflops')} GFLOP/s in FP32 and {peak.get('int8_gops')} GOP/s in INT8 "
+            "(INT8 variants are compared with the INT8 peak)."
+        )
+    return text
+
+
 def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     """The record's per-variant rows as a CSV file in the temp folder (served by the download button)."""
     if frame is None or not len(frame):
@@ -156,7 +201,8 @@ def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
 
 
 def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> tuple:
-    """(header, scatter, table, seq-len chart, CSV path) for a record or none, accuracy as ``view`` has it."""
+    """(header, scatter, table, seq-len chart, profile note, profile table, CSV path) for a record or none,
+    accuracy as ``view`` has it."""
     frame = record_frame(record, view) if record is not None else None
     csv = write_csv(frame, record, view) if record is not None else None
     return (
@@ -164,6 +210,8 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
         accuracy_figure(frame, no_answer_floor(record), VIEW_TITLES.get(view, view)),
         table_frame(frame),
         seq_len_figure(record),
+        profile_note(record),
+        profile_frame(record),
         csv,
     )
 
@@ -191,7 +239,7 @@ def select_outputs(record: Record | None, note: str, view: str) -> tuple:
 def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
-    header0, scatter0, table0, sweep0, csv0 = benchmark_outputs(record, note)
+    header0, scatter0, table0, sweep0, profile_note0, profile0, csv0 = benchmark_outputs(record, note)
     quick_runs = gr.State([])
     with gr.Row(equal_height=True):
         choice = gr.Dropdown(
@@ -219,6 +267,9 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         with gr.Column(min_width=480):
             sweep = gr.Plot(sweep0, show_label=False, elem_id="bench-seqlen")
     table = gr.Dataframe(table0, label="Per variant", interactive=False, wrap=True, elem_id="bench-table")
+    with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
+        why = gr.Markdown(profile_note0)
+        profile = gr.Dataframe(profile0, label="Time per question, split", interactive=False, wrap=True)
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)
@@ -230,7 +281,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         "questions an F1 is only known to about ±14 points. EM and F1 are percentages; latency is per question "
         "(tokenize, every window, decode)."
     )
-    shown = [header, scatter, table, sweep, download]
+    shown = [header, scatter, table, sweep, why, profile, download]
 
     def select(key: str, chosen_view: str, runs: list[Record]) -> tuple:
         picked = find_record(key, stored, runs or [])

@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -127,3 +128,44 @@ def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
     if compacted:
         pruning.compact(model)
     return model
+
+
+SHIPPED_FROM_RUN = ("README.md", "train_config.json", "recipes.json")
+
+
+def ship(run: str | Path, dest: str | Path) -> Path:
+    """Put a training run's compact store (``<run>/compact``) in ``dest`` with the run's card, its training
+    record and its calibrated null threshold; the shared embeddings' folder is named relative to ``dest``.
+
+    ``dest``'s old files go (it is a model folder, e.g. ``assets/models/minilm-squad2-pruned``). The result is
+    loaded back once, so a mismatch with the embeddings' folder fails here, not in the app.
+    """
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    from variants.qa import CALIBRATED_THRESHOLD  # noqa: PLC0415
+
+    run, dest = Path(run), Path(dest)
+    src = run / "compact"
+    layout = json.loads((src / LAYOUT).read_text())
+    if dest.exists():
+        for old in dest.iterdir():
+            if old.is_file():
+                old.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and f.name != LAYOUT:
+            shutil.copy2(f, dest / f.name)
+    for name in SHIPPED_FROM_RUN:
+        if (run / name).is_file():
+            shutil.copy2(run / name, dest / name)
+    if "embeddings" in layout:
+        shared = (src / layout["embeddings"]["from"]).resolve()
+        layout["embeddings"]["from"] = Path(os.path.relpath(shared, dest.resolve())).as_posix()
+    (dest / LAYOUT).write_text(json.dumps(layout, indent=2))
+    threshold = getattr(AutoConfig.from_pretrained(run), CALIBRATED_THRESHOLD, None)
+    if threshold is not None:
+        config = AutoConfig.from_pretrained(dest)
+        setattr(config, CALIBRATED_THRESHOLD, threshold)
+        config.save_pretrained(dest)
+    load(dest)
+    return dest

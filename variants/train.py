@@ -491,11 +491,13 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "stage",
-        choices=("finetune", "prune", "calibrate", "card"),
+        choices=("finetune", "prune", "calibrate", "card", "ship"),
         help="calibrate: the null threshold of --out on its held-out articles of --data (training does it "
-        "too when it holds articles out); card: evaluate --out on --data, write README.md",
+        "too when it holds articles out); card: evaluate --out on --data, write README.md; ship: copy the "
+        "compact store of run --out, with its card, to --to",
     )
-    parser.add_argument("--data", required=True, help="SQuAD v2 JSON file, or a Hub dataset name")
+    parser.add_argument("--data", default="", help="SQuAD v2 JSON file, or a Hub dataset name (not for ship)")
+    parser.add_argument("--to", default="", help="ship: the model folder to write (its old files go)")
     parser.add_argument("--out", required=True, help="folder to write the model to")
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
     parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
@@ -529,6 +531,15 @@ def run(args: argparse.Namespace) -> None:
         torch.set_num_threads(cfg.threads)
     if cfg.stage == "prune" and not cfg.teacher:
         raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
+    if cfg.stage == "ship":
+        if not args.to:
+            raise SystemExit("ship needs --to (the model folder to write)")
+        from variants.storage import ship  # noqa: PLC0415
+
+        print(f"shipped {cfg.out} to {ship(cfg.out, args.to)}")
+        return
+    if not cfg.data:
+        raise SystemExit(f"{cfg.stage} needs --data")
     if cfg.stage == "card":
         card(cfg.out, cfg.data)
         return
@@ -596,9 +607,41 @@ def card(folder: str, data: str | None) -> dict:
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
         )
-    scores = write_card(folder, data, title, summary, reproduce_command(cfg))
+    command = reproduce_command(cfg)
+    if (Path(folder) / "compact").is_dir():  # shipped as the compact store: evaluate the run, then copy it
+        command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
+        command += f"\npython -m variants train ship --out {cfg['out']} --to assets/models/{Path(cfg['out']).name}"
+    scores = write_card(folder, data, title, summary, command)
     print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
     return scores
+
+
+def recipe_name(cfg: dict) -> str:
+    """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
+    defaults = {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
+    ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit"}
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
+    return " ".join([cfg.get("recipe") or "oneshot", *flags])
+
+
+def recipes_section(folder: Path, record: dict, command: str) -> str:
+    """This pruned model's row among the recipes compared in ``recipes.json``, measured now, and the table."""
+    from variants import recipes  # noqa: PLC0415
+
+    cfg = record["config"]
+    speed = recipes.speedup_at_384(folder, cfg["teacher"])
+    rows = recipes.update(folder, recipes.row_for(record, recipe_name(cfg), command, speed))
+    teacher = Path(cfg["teacher"]) / "train_config.json"
+    base = json.loads(teacher.read_text()).get("evaluation") if teacher.is_file() else None
+    baseline = {k: base[k] for k in ("f1", "has_ans_f1", "no_ans_f1")} if base else None
+    if base:
+        baseline = {k: base[f"{k}_at_zero"] for k in baseline} | {"best_f1": base["best_f1"]}
+    return (
+        "\n## Recipes compared\n\nThe same teacher and training file; `dev.json` at threshold 0, best F1 its upper "
+        "bound; speed: the compacted model against the teacher, PyTorch, batch 1, median forward pass at 384 "
+        "tokens on the CPU named (`variants/recipes.py`). Rows measured before this one keep their own numbers "
+        "(`recipes.json`).\n\n" + recipes.table(rows, baseline) + "\n"
+    )
 
 
 # --- evaluation and model cards ---------------------------------------------------------------
@@ -702,6 +745,13 @@ def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False)
     return scores, seconds
 
 
+def stored_parameters(folder: Path) -> int:
+    """Parameters in a folder's ``model.safetensors``."""
+    from safetensors.torch import load_file  # noqa: PLC0415
+
+    return sum(t.numel() for t in load_file(str(folder / "model.safetensors")).values())
+
+
 def write_card(folder: str | Path, data: str | Path | None, title: str, summary: str, command: str) -> dict:
     """Evaluate ``folder`` on ``data`` (None: reuse the stored evaluation) and write its model card."""
     from transformers import AutoConfig, AutoModelForQuestionAnswering  # noqa: PLC0415
@@ -721,7 +771,18 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
     hw = record["hardware"]
     calib = record.get("calibration")
     held = " and ".join(record.get("holdout_titles") or [])
+    compact = (folder / "compact" / "compact.json").is_file()
+    stored_as = (
+        "compacted FP16 safetensors without the embeddings, which stay the fine-tuned model's and are read from its "
+        "folder (`compact.json` names it, with their SHA-256); load with `variants.storage.load_qa_model(dir)` "
+        "(`compacted=True` for the compacted form)"
+        if compact
+        else "FP16 safetensors (load as FP32: "
+        "`AutoModelForQuestionAnswering.from_pretrained(dir, dtype=torch.float32)`)"
+    )
     text = CARD.read_text().format(
+        stored_as=stored_as,
+        recipes=recipes_section(folder, record, command) if pruned else "",
         training_data=f"`train.json` less the articles {held}, held out to calibrate on" if held else "`train.json`",
         calibration=(f"{held} of `train.json`: {calib['questions']} questions, {calib['unanswerable']} "
                      f"unanswerable, F1 {calib['f1']:.2f} there at this threshold, {calib['f1_at_zero']:.2f} at 0")
@@ -734,10 +795,13 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         heads=config.num_attention_heads,
         pruning=(f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
                  f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values()):,} of "
-                 f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed (stored as zeros)")
+                 f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed"
+                 + ("" if compact else " (stored as zeros)"))
         if pruned else "",
         parameters=pruning.count_parameters(AutoModelForQuestionAnswering.from_config(config)),
-        compacted=f"; {record['parameters_compacted']:,} after compaction" if pruned else "",
+        as_stored="as trained (dense, removed structure as zeros)" if compact else "as stored",
+        compacted=(f"; {record['parameters_compacted']:,} after compaction" if pruned else "")
+        + (f", {stored_parameters(folder / 'compact'):,} of them stored in this folder" if compact else ""),
         minutes=record["training_seconds"] / 60,
         hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else "")
         + (", BF16 autocast" if cfg.get("bf16") else ""),

@@ -1,0 +1,105 @@
+"""The pruned model card's comparison of pruning recipes (``recipes.json`` beside the weights).
+
+Each ``train card`` of a pruned model adds (or replaces) its own row: recipe, dev.json scores at
+threshold 0 and the best-F1 upper bound, the compacted model's speed against its teacher at 384 tokens
+(PyTorch, batch 1, CPU, measured then and there), training time and hardware, and the command. Rows
+of recipes trained earlier stay, so the card compares them all; each says where it was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FILE = "recipes.json"
+SPEED_LENGTH = 384  # tokens: the issue's speed check
+
+
+def forward_ms(model: Any, length: int = SPEED_LENGTH, runs: int = 15) -> float:
+    """Median ms of one batch-1 forward pass of ``length`` tokens (after two untimed ones)."""
+    import torch  # noqa: PLC0415
+
+    vocab = model.config.vocab_size
+    ids = torch.randint(min(1000, vocab // 2), vocab, (1, length), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    times = []
+    with torch.inference_mode():
+        for i in range(runs + 2):
+            started = time.perf_counter()
+            model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids))
+            if i >= 2:
+                times.append((time.perf_counter() - started) * 1000)
+    return float(np.median(times))
+
+
+def speedup_at_384(folder: str | Path, teacher: str | Path) -> dict[str, float]:
+    """The compacted model's speed against its teacher's, interleaved so both see the same machine load."""
+    from variants.storage import load_qa_model  # noqa: PLC0415
+
+    student, base = load_qa_model(folder, compacted=True), load_qa_model(teacher)
+    length = min(SPEED_LENGTH, base.config.max_position_embeddings)  # a tiny test model has fewer positions
+    pairs = [(forward_ms(base, length, runs=5), forward_ms(student, length, runs=5)) for _ in range(3)]
+    base_ms, student_ms = float(np.median([b for b, _ in pairs])), float(np.median([s for _, s in pairs]))
+    return {"tokens": length, "baseline_ms": round(base_ms, 2), "pruned_ms": round(student_ms, 2),
+            "speedup": round(base_ms / student_ms, 2)}  # fmt: skip
+
+
+def row_for(record: dict[str, Any], name: str, command: str, speed: dict[str, float]) -> dict[str, Any]:
+    """A table row from a pruned folder's ``train_config.json`` record (after its evaluation)."""
+    ev, hw, cfg = record["evaluation"], record["hardware"], record["config"]
+    return {
+        "recipe": name,
+        "f1": round(ev["f1_at_zero"], 2),
+        "has_ans_f1": round(ev["has_ans_f1_at_zero"], 2),
+        "no_ans_f1": round(ev["no_ans_f1_at_zero"], 2),
+        "best_f1": round(ev["best_f1"], 2),
+        "heads_removed": sum(len(v) for v in record.get("heads_removed", {}).values()),
+        "ffn_share": cfg.get("ffn_share"),
+        "parameters_compacted": record.get("parameters_compacted"),
+        **speed,
+        "training_minutes": round(record["training_seconds"] / 60),
+        "training_hardware": f"{hw.get('cpu')}, {hw.get('threads')} threads" + (", BF16" if cfg.get("bf16") else ""),
+        "speed_hardware": _this_cpu(),
+        "command": command,
+    }
+
+
+def _this_cpu() -> str:
+    from variants.results import current_hardware  # noqa: PLC0415
+
+    hw = current_hardware()
+    return f"{hw.get('cpu')}, {hw.get('cores')} cores"
+
+
+def update(folder: str | Path, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Add ``row`` to the folder's recipes file, replacing the row of the same recipe; returns all rows."""
+    path = Path(folder) / FILE
+    rows = json.loads(path.read_text()) if path.is_file() else []
+    rows = [r for r in rows if r["recipe"] != row["recipe"]] + [row]
+    path.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def table(rows: list[dict[str, Any]], baseline: dict[str, float] | None = None) -> str:
+    """The markdown comparison, the baseline's scores first when given."""
+    lines = [
+        "| recipe | F1 | HasAns F1 | NoAns F1 | best F1 | heads removed | speed (tokens) | training |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    if baseline:
+        lines.append(
+            f"| baseline (the teacher) | {baseline['f1']:.2f} | {baseline['has_ans_f1']:.2f} | "
+            f"{baseline['no_ans_f1']:.2f} | {baseline['best_f1']:.2f} | 0 of 72 | 1.00x | |"
+        )
+    for r in rows:
+        lines.append(
+            f"| `{r['recipe']}` | {r['f1']:.2f} | {r['has_ans_f1']:.2f} | {r['no_ans_f1']:.2f} | {r['best_f1']:.2f} | "
+            f"{r['heads_removed']} of 72 | {r['speedup']:.2f}x ({r['tokens']}: {r['pruned_ms']:.1f} vs "
+            f"{r['baseline_ms']:.1f} ms; {r['speed_hardware']}) | "
+            f"{r['training_minutes']} min, {r['training_hardware']} |"
+        )
+    return "\n".join(lines)
