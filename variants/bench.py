@@ -129,6 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep-questions", type=int, default=64, help="questions per point of the batch sweep")
     parser.add_argument("--sort-by-length", action="store_true", help="batch sweep: sort questions by length first")
     parser.add_argument("--accuracy-batch", type=int, default=16, help="questions per call for accuracy")
+    parser.add_argument("--profile-questions", type=int, default=100, help="questions profiled per variant (0: none)")
     parser.add_argument("--no-peer", action="store_true", help="skip the transformers pipeline peer")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike")
 
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
         sort_by_length=args.sort_by_length,
         skip_sweeps=args.skip_sweeps,
         accuracy_batch=args.accuracy_batch,
+        profile_questions=args.profile_questions,
     )
     peer = None if args.no_peer else peer_runner(engine, args)
     record = benchmark(engine, examples, options, data, peer=peer, progress=progress)
