@@ -167,8 +167,8 @@ def profile_frame(record: Record | None):
         top = peak.get("int8_gops" if entry.dtype == "int8" else "fp32_gflops")
         rate = prof.get("gflops_achieved")
         share = round(100 * rate / top, 1) if rate and top else None
-        rows.append([entry.short_label, prof["tokenize_ms"], prof["forward_ms"], prof["decode_ms"],
-                     prof.get("gflop"), rate, share])  # fmt: skip
+        rows.append([entry.short_label, *(round(prof[k], 2) for k in ("tokenize_ms", "forward_ms", "decode_ms")),
+                     prof.get("gflop"), round(rate) if rate else None, share])  # fmt: skip
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
 
 
