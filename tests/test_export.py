@@ -107,7 +107,7 @@ def test_optimize_fuses_and_matches(case: dict) -> None:
     # One fused attention per layer, even with different head counts per layer (pruned case).
     assert report["attention_fusion"] is True
     assert fused["Attention"] == 2
-    # Residual + LayerNorm stay apart on the CPU (ORT's fused kernel is slower there; export.skip_layer_norm_fusion).
+    # Residual + LayerNorm stay apart on the CPU (slower there; runtime.skip_layer_norm_fusion).
     assert fused["SkipLayerNormalization"] == 0 and op_counts(path)["LayerNormalization"] == 4
     assert report["skip_layer_norm_fusion"] is False
     assert fused["BiasGelu"] == 2

@@ -35,6 +35,7 @@ from onnxruntime.transformers.optimizer import optimize_model
 from optimum.exporters.onnx import onnx_export_from_model
 
 from variants.hardware import Int8Settings, int8_settings
+from variants.runtime import skip_layer_norm_fusion
 
 log = logging.getLogger("variants.export")
 
@@ -84,17 +85,6 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
 
 
 # --- graph optimization -------------------------------------------------------------------------
-
-
-def skip_layer_norm_fusion(for_gpu: bool) -> bool:
-    """Whether to fuse residual Add + LayerNormalization into SkipLayerNormalization: on CUDA only.
-
-    On the CPU, ORT's SkipLayerNormalization kernel is several times slower than the two ops it
-    replaces (onnxruntime 1.31, 149 tokens x 384, one thread: 353 us vs 47 us; the INT8 MiniLM
-    variant 6.13 -> 4.27 ms per question without it), so CPU graphs keep them apart, and CPU
-    sessions disable the same fusion (``runtime.CPU_DISABLED_FUSIONS``).
-    """
-    return for_gpu
 
 
 def optimize_onnx(

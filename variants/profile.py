@@ -66,26 +66,25 @@ def profile_stages(
     warmup: int = 3,
 ) -> dict[str, Any]:
     """Median milliseconds per question of each stage, tokens and GFLOP per question, achieved GFLOP/s."""
-    spans = settings
     for e in examples[:warmup]:
-        windows = tokenize(tokenizer, [(e.question, e.context)], spans)
-        decode(windows, *run_windows(model, windows, spans.batch_size), [e.context], spans)
+        windows = tokenize(tokenizer, [(e.question, e.context)], settings)
+        decode(windows, *run_windows(model, windows, settings.batch_size), [e.context], settings)
     stages: dict[str, list[float]] = {"tokenize_ms": [], "forward_ms": [], "decode_ms": []}
     tokens, gflop, rate = [], [], []
     for e in examples:
         t0 = time.perf_counter()
-        windows = tokenize(tokenizer, [(e.question, e.context)], spans)
+        windows = tokenize(tokenizer, [(e.question, e.context)], settings)
         t1 = time.perf_counter()
-        starts, ends = run_windows(model, windows, spans.batch_size)
+        starts, ends = run_windows(model, windows, settings.batch_size)
         t2 = time.perf_counter()
-        decode(windows, starts, ends, [e.context], spans)
+        decode(windows, starts, ends, [e.context], settings)
         t3 = time.perf_counter()
         for name, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2), strict=True):
             stages[name].append(seconds * 1000)
         n, width = windows.context_mask.shape
         tokens.append(n * width)
         if flops is not None:
-            count = flops(n, width) if n <= spans.batch_size else _batched_flops(flops, n, width, spans.batch_size)
+            count = _batched_flops(flops, n, width, settings.batch_size)
             gflop.append(count / 1e9)
             rate.append(count / 1e9 / (t2 - t1))
     out: dict[str, Any] = {name: _median(values) for name, values in stages.items()}

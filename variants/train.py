@@ -570,9 +570,14 @@ def run(args: argparse.Namespace) -> None:
         calibrate(cfg.out, cfg.data)
 
 
+def recipe_defaults(cfg: dict) -> dict:
+    """What ``cfg``'s named recipe sets, over the built-in defaults: the flags it needs no more of."""
+    return {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
+
+
 def reproduce_command(cfg: dict) -> str:
     """The command line that trains a model with configuration ``cfg`` (as saved)."""
-    defaults = {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
+    defaults = recipe_defaults(cfg)
     args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
     args += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in cfg.items()
              if k not in ("stage", "data", "out") and v not in ("", None)
@@ -618,7 +623,7 @@ def card(folder: str, data: str | None) -> dict:
 
 def recipe_name(cfg: dict) -> str:
     """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
-    defaults = {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
+    defaults = recipe_defaults(cfg)
     ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit"}
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
     return " ".join([cfg.get("recipe") or "oneshot", *flags])
@@ -633,9 +638,9 @@ def recipes_section(folder: Path, record: dict, command: str) -> str:
     rows = recipes.update(folder, recipes.row_for(record, recipe_name(cfg), command, speed))
     teacher = Path(cfg["teacher"]) / "train_config.json"
     base = json.loads(teacher.read_text()).get("evaluation") if teacher.is_file() else None
-    baseline = {k: base[k] for k in ("f1", "has_ans_f1", "no_ans_f1")} if base else None
-    if base:
-        baseline = {k: base[f"{k}_at_zero"] for k in baseline} | {"best_f1": base["best_f1"]}
+    baseline = None
+    if base:  # the teacher's card: threshold 0 and its best F1, as the rows have them
+        baseline = {k: base[f"{k}_at_zero"] for k in ("f1", "has_ans_f1", "no_ans_f1")} | {"best_f1": base["best_f1"]}
     return (
         "\n## Recipes compared\n\nThe same teacher and training file; `dev.json` at threshold 0, best F1 its upper "
         "bound; speed: the compacted model against the teacher, PyTorch, batch 1, median forward pass at 384 "
