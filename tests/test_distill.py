@@ -138,6 +138,43 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     assert_same_run(whole, parted)
 
 
+def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_with_the_teachers_embeddings(
+    tiny_qa_dir, tmp_path
+):
+    data, out = str(squad_file(tmp_path / "d.json", n=16)), tmp_path / "refined"
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    train.run(parser.parse_args([
+        "prune", "--recipe", "refine", "--data", data, "--out", str(out), "--teacher", str(tiny_qa_dir),
+        "--epochs", "1.0", "--calib-examples", "8", "--min-neurons", "8", "--batch-size", "4", "--max-length", "64",
+        "--stride", "16", "--threads", "1", "--run-dir", str(tmp_path / "run"),
+    ]))  # fmt: skip
+    first = json.loads((out / "oneshot" / "train_config.json").read_text())
+    record = json.loads((out / "train_config.json").read_text())
+    assert first["config"]["recipe"] == "oneshot" and first["config"]["epochs"] == 3.0  # the one-shot stage's own
+    assert not first["config"]["freeze_embeddings"] and first["config"]["hidden_weight"] == 0
+    assert record["config"]["init"] == str(out / "oneshot") and {"hidden", "null"} <= record["log"][0].keys()
+    assert record["heads_removed"] == first["heads_removed"] and record["ffn_kept"] == first["ffn_kept"]
+    assert sum(len(v) for v in record["heads_removed"].values()) == round(0.55 * 8)
+
+    teacher, oneshot, refined = (AutoModelForQuestionAnswering.from_pretrained(f).eval()
+                                 for f in (tiny_qa_dir, out / "oneshot", out))  # fmt: skip
+    for name, param in teacher.bert.embeddings.state_dict().items():  # put back and frozen: shareable
+        assert torch.equal(refined.bert.embeddings.state_dict()[name], param.half().float()), name
+    assert distill.cut_in(refined).heads == distill.cut_in(oneshot).heads  # the one-shot model's cut, kept
+    assert all(torch.equal(a, b) for a, b in zip(distill.cut_in(refined).kept.values(),
+                                                 distill.cut_in(oneshot).kept.values(), strict=True))  # fmt: skip
+    assert storage.is_compact(out / "compact")
+
+    train.card(str(out), data)
+    row = json.loads((out / "recipes.json").read_text())[0]
+    assert row["recipe"].startswith("refine --epochs 1.0 ") and "--head-share" not in row["recipe"]
+    assert "--recipe refine" in row["command"] and "--init" not in row["command"]  # the one command
+    first_s = first["training_seconds"]
+    assert row["training_minutes"] == round((record["training_seconds"] + first_s) / 60)
+    assert "refined for 1 more epochs" in (out / "README.md").read_text()
+
+
 def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     parser = argparse.ArgumentParser()
     train.add_arguments(parser)

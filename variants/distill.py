@@ -124,8 +124,26 @@ def next_cut(student: nn.Module, cut: Cut | None, template: nn.Module, features:
     return Cut(heads, kept)
 
 
+@torch.no_grad()
+def cut_in(model: nn.Module) -> Cut:
+    """The cut a pruned model stored dense with zeros has: heads whose output columns are all zero, and the
+    FFN neurons whose weights are not."""
+    heads, kept = {}, {}
+    for i, layer in enumerate(pruning.encoder_layers(model)):
+        out = layer.attention.output.dense.weight
+        size = out.shape[1] // pruning.head_count(layer)
+        heads[i] = [h for h in range(pruning.head_count(layer)) if not out[:, h * size : (h + 1) * size].any()]
+        alive = layer.intermediate.dense.weight.any(dim=1) & layer.output.dense.weight.any(dim=0)
+        kept[i] = torch.nonzero(alive).flatten()
+    return Cut(heads, kept)
+
+
 def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
-    """Prune in ``cfg.prune_steps`` steps with distillation between them; save the result dense, with zeros."""
+    """Prune in ``cfg.prune_steps`` steps with distillation between them; save the result dense, with zeros.
+
+    With ``cfg.init`` (recipe "refine"), the student is that pruned model, with its cut and, when
+    embeddings are frozen, the teacher's embeddings put back: one stage of distillation, no new cut.
+    """
     from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
 
     def load() -> nn.Module:
@@ -139,13 +157,18 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     first = resumed["stage"] if resumed else 0
     cut: Cut | None = resumed["cut"] if resumed else None
     logs: list[dict] = resumed["logs_before"] if resumed else []
-    student = load()
+    student = storage.load_qa_model(cfg.init) if cfg.init else load()
+    if cut is None and cfg.init:
+        cut = cut_in(student)
     if cut is not None:
         apply_cut(student, cut)
-    for stage, (head_share, ffn_share, epochs) in enumerate(stage_shares(cfg)):
+    if cfg.init and cfg.freeze_embeddings:  # the teacher's embeddings back, to share them on disk
+        student.base_model.embeddings.load_state_dict(teacher.base_model.embeddings.state_dict())
+    shares = [(0.0, 0.0, cfg.epochs)] if cfg.init else stage_shares(cfg)
+    for stage, (head_share, ffn_share, epochs) in enumerate(shares):
         if stage < first:
             continue
-        if not (resumed and stage == first):
+        if not (resumed and stage == first) and not cfg.init:
             new = next_cut(student, cut, dense_template, features, cfg, head_share, ffn_share)
             apply_cut(student, new, cut)
             cut = new

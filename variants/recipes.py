@@ -61,11 +61,16 @@ def row_for(record: dict[str, Any], name: str, command: str, speed: dict[str, fl
         "ffn_share": cfg.get("ffn_share"),
         "parameters_compacted": record.get("parameters_compacted"),
         **speed,
-        "training_minutes": round(record["training_seconds"] / 60),
-        "training_hardware": f"{hw.get('cpu')}, {hw.get('threads')} threads" + (", BF16" if cfg.get("bf16") else ""),
+        "training_minutes": round((record["training_seconds"] + record.get("init_training_seconds", 0)) / 60),
+        "training_hardware": _trained_on(hw, cfg)
+        + (f" after {_trained_on(record['init_hardware'], cfg)}" if record.get("init_hardware") else ""),
         "speed_hardware": _this_cpu(),
         "command": command,
     }
+
+
+def _trained_on(hw: dict[str, Any], cfg: dict[str, Any]) -> str:
+    return f"{hw.get('cpu')}, {hw.get('threads')} threads" + (", BF16" if cfg.get("bf16") else "")
 
 
 def _this_cpu() -> str:

@@ -22,7 +22,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -30,6 +30,7 @@ from torch import nn
 
 from variants import prune as pruning
 from variants.augment import synthetic_unanswerable
+from variants.checkpoint import FILE as CHECKPOINT_FILE
 from variants.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad
@@ -83,6 +84,7 @@ class TrainConfig:
     freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
     min_heads: int = 1  # heads every layer keeps
     min_neurons: int = 32  # FFN neurons every layer keeps
+    init: str = ""  # recipe "refine": the pruned model (dense with zeros) to start from; its cut is kept
 
 
 # Named recipes: flags given on the command line override them.
@@ -92,6 +94,11 @@ RECIPES: dict[str, dict] = {
         "recipe": "gradual", "prune_steps": 3, "head_share": 0.5, "ffn_share": 0.65, "min_heads": 3,
         "min_neurons": 384, "alpha": 0.2, "hidden_weight": 1.0, "null_weight": 0.5, "freeze_embeddings": True,
         "impossible_repeat": 2, "synthetic_unanswerable": 0.4,
+    },
+    "refine": {
+        "recipe": "refine", "head_share": 0.55, "ffn_share": 0.7, "epochs": 2.5, "lr": 5e-5, "alpha": 0.1,
+        "hidden_weight": 1.0, "null_weight": 1.0,
+        "freeze_embeddings": True, "impossible_repeat": 2, "synthetic_unanswerable": 0.4,
     },
 }  # fmt: skip
 
@@ -547,14 +554,36 @@ def run(args: argparse.Namespace) -> None:
         calibrate(cfg.out, cfg.data)
         return
     folder = Path(args.run_dir or Path("runs") / "checkpoints" / Path(cfg.out).name)
-    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, args.resume, asdict(cfg))
-    if args.resume and not checkpoint.path.is_file():
+    if cfg.stage == "prune" and cfg.recipe == "refine" and not cfg.init:  # one command: the one-shot stage first
+        first = oneshot_stage(cfg)
+        if not (Path(first.out) / "train_config.json").is_file():
+            run_stage(first, folder / "oneshot", args, args.resume)
+        cfg = replace(cfg, init=first.out)
+        run_stage(cfg, folder, args, args.resume and (folder / CHECKPOINT_FILE).is_file())
+        return
+    run_stage(cfg, folder, args, args.resume)
+
+
+# What recipe "refine" trains in its first stage with the one-shot recipe's values, not its own.
+ONESHOT_STAGE = ("epochs", "lr", "alpha", "hidden_weight", "null_weight", "freeze_embeddings")
+
+
+def oneshot_stage(cfg: TrainConfig) -> TrainConfig:
+    """Recipe "refine" without ``--init``: the one-shot prune it refines (same cut, data, seed) in ``<out>/oneshot``."""
+    defaults = asdict(TrainConfig("", "", "", ""))
+    return replace(cfg, recipe="oneshot", out=str(Path(cfg.out) / "oneshot"), **{k: defaults[k] for k in ONESHOT_STAGE})
+
+
+def run_stage(cfg: TrainConfig, folder: Path, args: argparse.Namespace, resume: bool) -> None:
+    """Train one stage with checkpoints in ``folder`` (``resume`` continues it), then calibrate if it can."""
+    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, resume, asdict(cfg))
+    if resume and not checkpoint.path.is_file():
         raise SystemExit(f"--resume: no checkpoint in {folder}")
-    if not args.resume and checkpoint.path.is_file():
+    if not resume and checkpoint.path.is_file():
         raise SystemExit(f"{checkpoint.path} exists: pass --resume to continue that run, or remove it")
     if cfg.stage == "finetune":
         stage = finetune
-    elif cfg.recipe == "gradual":
+    elif cfg.recipe in ("gradual", "refine"):
         from variants.distill import gradual_prune as stage  # noqa: PLC0415 - imports train
     else:
         stage = prune_and_distill
@@ -575,12 +604,18 @@ def recipe_defaults(cfg: dict) -> dict:
     return {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
 
 
+def given_by_init(cfg: dict) -> tuple[str, ...]:
+    """Settings a run started from ``--init`` did not use (the cut came with the model): left out of its command,
+    which without ``--init`` makes that model first (recipe "refine")."""
+    return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples") if cfg.get("init") else ()
+
+
 def reproduce_command(cfg: dict) -> str:
     """The command line that trains a model with configuration ``cfg`` (as saved)."""
     defaults = recipe_defaults(cfg)
     args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
     args += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in cfg.items()
-             if k not in ("stage", "data", "out") and v not in ("", None)
+             if k not in ("stage", "data", "out", *given_by_init(cfg)) and v not in ("", None)
              and (v != defaults.get(k) or (k == "recipe" and v != "oneshot"))]  # fmt: skip
     return " \\\n  ".join(args)
 
@@ -607,11 +642,20 @@ def card(folder: str, data: str | None) -> dict:
             "between them: its start/end logits, its hidden states after every layer and its null margin ([CLS] "
             "against the best span). The embeddings stay the fine-tuned model's (`variants/distill.py`).",
         )
+    if pruned and cfg.get("recipe") == "refine":
+        summary = summary.replace(
+            "then recovered by distillation from the fine-tuned model.",
+            'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
+            f"then refined for {cfg['epochs']:g} more epochs on its logits, its hidden states after every layer and "
+            "its null margin ([CLS] against the best span), with the fine-tuned model's embeddings put back and frozen "
+            "(`variants/distill.py`), so the pair shares them on disk.",
+        )
     if cfg.get("synthetic_unanswerable"):
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
         )
+    record_init_training(Path(folder), cfg)
     command = reproduce_command(cfg)
     if (Path(folder) / "compact").is_dir():  # shipped as the compact store: evaluate the run, then copy it
         command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
@@ -621,10 +665,22 @@ def card(folder: str, data: str | None) -> dict:
     return scores
 
 
+def record_init_training(folder: Path, cfg: dict) -> None:
+    """A run started from ``--init``: add that model's training time to the record (``init_training_seconds``)."""
+    init = Path(cfg.get("init") or "") / "train_config.json"
+    record_path = folder / "train_config.json"
+    record = json.loads(record_path.read_text())
+    if cfg.get("init") and init.is_file() and "init_training_seconds" not in record:
+        first = json.loads(init.read_text())
+        record["init_training_seconds"] = first["training_seconds"] + first.get("init_training_seconds", 0)
+        record["init_hardware"] = first["hardware"]
+        record_path.write_text(json.dumps(record, indent=2))
+
+
 def recipe_name(cfg: dict) -> str:
     """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
     defaults = recipe_defaults(cfg)
-    ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit"}
+    ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit", *given_by_init(cfg)}
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
     return " ".join([cfg.get("recipe") or "oneshot", *flags])
 
