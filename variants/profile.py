@@ -70,7 +70,7 @@ def profile_stages(
         windows = tokenize(tokenizer, [(e.question, e.context)], settings)
         decode(windows, *run_windows(model, windows, settings.batch_size), [e.context], settings)
     stages: dict[str, list[float]] = {"tokenize_ms": [], "forward_ms": [], "decode_ms": []}
-    tokens, gflop, rate = [], [], []
+    shapes: list[tuple[int, int]] = []
     for e in examples:
         t0 = time.perf_counter()
         windows = tokenize(tokenizer, [(e.question, e.context)], settings)
@@ -81,12 +81,12 @@ def profile_stages(
         t3 = time.perf_counter()
         for name, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2), strict=True):
             stages[name].append(seconds * 1000)
-        n, width = windows.context_mask.shape
-        tokens.append(n * width)
-        if flops is not None:
-            count = _batched_flops(flops, n, width, settings.batch_size)
-            gflop.append(count / 1e9)
-            rate.append(count / 1e9 / (t2 - t1))
+        shapes.append(windows.context_mask.shape)
+    # Counted after the timed loop: counting runs the PyTorch model, whose threads would still be busy
+    # when the next question's stages are timed.
+    tokens = [n * width for n, width in shapes]
+    gflop = [_batched_flops(flops, n, width, settings.batch_size) / 1e9 for n, width in shapes] if flops else []
+    rate = [g / (ms / 1000) for g, ms in zip(gflop, stages["forward_ms"], strict=True)]
     out: dict[str, Any] = {name: _median(values) for name, values in stages.items()}
     out["tokens"] = int(np.median(tokens)) if tokens else None
     if gflop:

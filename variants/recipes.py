@@ -58,7 +58,7 @@ def row_for(record: dict[str, Any], name: str, command: str, speed: dict[str, fl
         "no_ans_f1": round(ev["no_ans_f1_at_zero"], 2),
         "best_f1": round(ev["best_f1"], 2),
         "heads_removed": sum(len(v) for v in record.get("heads_removed", {}).values()),
-        "ffn_share": cfg.get("ffn_share"),
+        "ffn_share": _ffn_removed(record),
         "parameters_compacted": record.get("parameters_compacted"),
         **speed,
         "training_minutes": round((record["training_seconds"] + record.get("init_training_seconds", 0)) / 60),
@@ -67,6 +67,16 @@ def row_for(record: dict[str, Any], name: str, command: str, speed: dict[str, fl
         "speed_hardware": _this_cpu(),
         "command": command,
     }
+
+
+def _ffn_removed(record: dict[str, Any]) -> float | None:
+    """Share of the teacher's FFN neurons the cut removed (the record's counts; a run from ``--init`` set no share)."""
+    kept, cfg = record.get("ffn_kept"), record["config"]
+    config = Path(cfg.get("teacher") or "") / "config.json"
+    if not kept or not config.is_file():
+        return cfg.get("ffn_share")
+    size = json.loads(config.read_text())["intermediate_size"]
+    return round(1 - sum(kept.values()) / (size * len(kept)), 3)
 
 
 def _trained_on(hw: dict[str, Any], cfg: dict[str, Any]) -> str:

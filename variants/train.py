@@ -650,6 +650,17 @@ def card(folder: str, data: str | None) -> dict:
             "its null margin ([CLS] against the best span), with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
         )
+    if (Path(folder) / "compact").is_dir():  # shipped compacted (variants.storage), not dense with zeros
+        summary = summary.replace(
+            " Stored dense with the removed structure as zeros, like nn_pruning checkpoints; "
+            "`variants.prune.compact` cuts them out.",
+            "",
+        )
+    if cfg.get("init"):
+        summary += (
+            f" Its refinement started from `{cfg['init']}` as that folder was then; the command below makes that "
+            "model first (in `<out>/oneshot`)."
+        )
     if cfg.get("synthetic_unanswerable"):
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
@@ -659,7 +670,7 @@ def card(folder: str, data: str | None) -> dict:
     command = reproduce_command(cfg)
     if (Path(folder) / "compact").is_dir():  # shipped as the compact store: evaluate the run, then copy it
         command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
-        command += f"\npython -m variants train ship --out {cfg['out']} --to assets/models/{Path(cfg['out']).name}"
+        command += f"\npython -m variants train ship --out {cfg['out']} --to {cfg['teacher']}-pruned"
     scores = write_card(folder, data, title, summary, command)
     print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
     return scores
@@ -865,7 +876,9 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         + (f", {stored_parameters(folder / 'compact'):,} of them stored in this folder" if compact else ""),
         minutes=record["training_seconds"] / 60,
         hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else "")
-        + (", BF16 autocast" if cfg.get("bf16") else ""),
+        + (", BF16 autocast" if cfg.get("bf16") else "")
+        + (f", after {record['init_training_seconds'] / 60:.0f} min for the model it started from "
+           f"({record['init_hardware'].get('cpu')})" if record.get("init_hardware") else ""),
         command=command,
         hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out",)}, indent=2),
         **{k: (v if v is not None else float("nan")) for k, v in scores.items()},
