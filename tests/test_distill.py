@@ -175,6 +175,19 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     assert "refined for 1 more epochs" in (out / "README.md").read_text()
 
 
+def test_the_null_decision_loss_is_smallest_where_the_student_decides_as_the_teacher():
+    teacher = torch.tensor([-3.0, 0.5, 4.0])
+    for kind in ("margin", "decision"):
+        at_teacher = distill.null_term(teacher.clone(), teacher, kind)
+        for shift in (-2.0, -0.5, 0.5, 2.0):
+            assert distill.null_term(teacher + shift, teacher, kind) > at_teacher, (kind, shift)
+    student = teacher.clone().requires_grad_()
+    distill.null_term(student, teacher, "decision").backward()
+    assert torch.allclose(student.grad, torch.zeros(3), atol=1e-7)  # matching the teacher's P(no answer)
+    with pytest.raises(ValueError, match="'margin' or 'decision'"):
+        distill.null_term(teacher, teacher, "sign")
+
+
 def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     parser = argparse.ArgumentParser()
     train.add_arguments(parser)

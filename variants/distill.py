@@ -14,7 +14,7 @@ what the issue (16) lists, each behind its own flag so that recipes can be compa
   (TinyBERT's hidden-state loss; same width, so no projection), with the teacher run on each batch;
 * ``null_weight``: smooth L1 between the student's and the teacher's null margin, the [CLS]
   start+end logit less the best start and end logits elsewhere, which is what the null decision at
-  threshold 0 compares;
+  threshold 0 compares (``null_loss="decision"``: cross-entropy of the decision instead);
 * ``freeze_embeddings``: the student keeps the teacher's embeddings (11.7M of 22.6M parameters), so
   the pair can share them on disk: the result is also written to ``<out>/compact`` in
   :mod:`variants.storage`'s format (compacted, embeddings read from the teacher's folder).
@@ -74,6 +74,16 @@ def null_margin(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     return start[:, 0] + end[:, 0] - start[:, 1:].max(dim=-1).values - end[:, 1:].max(dim=-1).values
 
 
+def null_term(student: torch.Tensor, teacher: torch.Tensor, kind: str) -> torch.Tensor:
+    """How far the student's null margins are from the teacher's: smooth L1 on the margins ("margin"), or
+    cross-entropy of the null decision, P(no answer) = sigmoid(margin), against the teacher's ("decision")."""
+    if kind == "decision":
+        return nn.functional.binary_cross_entropy_with_logits(student, torch.sigmoid(teacher))
+    if kind == "margin":
+        return nn.functional.smooth_l1_loss(student, teacher)
+    raise ValueError(f"null loss {kind!r}: 'margin' or 'decision'")
+
+
 def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
     """The recipe's loss: ``alpha`` x labels + (1 - alpha) x KL on logits, plus the hidden-state and null terms.
 
@@ -99,7 +109,7 @@ def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
             loss = loss + cfg.hidden_weight * hs
             parts["hidden"] = hs.item()
         if cfg.null_weight:
-            null = nn.functional.smooth_l1_loss(null_margin(start, end), null_margin(t_start, t_end))
+            null = null_term(null_margin(start, end), null_margin(t_start, t_end), cfg.null_loss)
             loss = loss + cfg.null_weight * null
             parts["null"] = null.item()
         return loss, parts

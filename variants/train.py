@@ -81,6 +81,7 @@ class TrainConfig:
     prune_steps: int = 1  # cuts, each followed by distillation; the shares grow linearly to head_share / ffn_share
     hidden_weight: float = 0.0  # MSE between the student's and the teacher's hidden states, every layer
     null_weight: float = 0.0  # smooth L1 between the student's and the teacher's null margin ([CLS] vs best span)
+    null_loss: str = "margin"  # "decision": cross-entropy of the student's null decision against the teacher's
     freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
     min_heads: int = 1  # heads every layer keeps
     min_neurons: int = 32  # FFN neurons every layer keeps
@@ -565,7 +566,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 # What recipe "refine" trains in its first stage with the one-shot recipe's values, not its own.
-ONESHOT_STAGE = ("epochs", "lr", "alpha", "hidden_weight", "null_weight", "freeze_embeddings")
+ONESHOT_STAGE = ("epochs", "lr", "alpha", "hidden_weight", "null_weight", "null_loss", "freeze_embeddings")
 
 
 def oneshot_stage(cfg: TrainConfig) -> TrainConfig:
