@@ -44,6 +44,7 @@ from variants.train import (
     cut_record,
     distill_loss,
     importance_on,
+    init_training,
     masked_logits,
     prune_inputs,
     qa_loss,
@@ -193,7 +194,8 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
         logs = logs + [{"prune_step": stage + 1, **entry} for entry in log]
     dense = pruning.expand_to_dense(student, dense_template, cut.kept)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
-    save(dense, tokenizer, cfg, logs, seconds, {**cut_record(student, cut), "holdout_titles": held_out})
+    extra = {**cut_record(student, cut), "holdout_titles": held_out, **init_training(cfg.init)}
+    save(dense, tokenizer, cfg, logs, seconds, extra)
     if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
         compact = Path(cfg.out) / "compact"
         storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)

@@ -651,7 +651,8 @@ def card(folder: str, data: str | None) -> dict:
             "its null margin ([CLS] against the best span), with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
         )
-    if (Path(folder) / "compact").is_dir():  # shipped compacted (variants.storage), not dense with zeros
+    compact = (Path(folder) / "compact").is_dir()  # shipped as the compact store (variants.storage)
+    if compact:  # not dense with zeros
         summary = summary.replace(
             " Stored dense with the removed structure as zeros, like nn_pruning checkpoints; "
             "`variants.prune.compact` cuts them out.",
@@ -667,9 +668,8 @@ def card(folder: str, data: str | None) -> dict:
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
         )
-    record_init_training(Path(folder), cfg)
     command = reproduce_command(cfg)
-    if (Path(folder) / "compact").is_dir():  # shipped as the compact store: evaluate the run, then copy it
+    if compact:  # evaluate the run, then copy its store
         command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
         command += f"\npython -m variants train ship --out {cfg['out']} --to {cfg['teacher']}-pruned"
     scores = write_card(folder, data, title, summary, command)
@@ -677,16 +677,14 @@ def card(folder: str, data: str | None) -> dict:
     return scores
 
 
-def record_init_training(folder: Path, cfg: dict) -> None:
-    """A run started from ``--init``: add that model's training time to the record (``init_training_seconds``)."""
-    init = Path(cfg.get("init") or "") / "train_config.json"
-    record_path = folder / "train_config.json"
-    record = json.loads(record_path.read_text())
-    if cfg.get("init") and init.is_file() and "init_training_seconds" not in record:
-        first = json.loads(init.read_text())
-        record["init_training_seconds"] = first["training_seconds"] + first.get("init_training_seconds", 0)
-        record["init_hardware"] = first["hardware"]
-        record_path.write_text(json.dumps(record, indent=2))
+def init_training(init: str) -> dict:
+    """For a run started from ``--init``: that model's training time (its own start's included) and hardware."""
+    record_path = Path(init) / "train_config.json"
+    if not init or not record_path.is_file():
+        return {}
+    first = json.loads(record_path.read_text())
+    return {"init_training_seconds": first["training_seconds"] + first.get("init_training_seconds", 0),
+            "init_hardware": first["hardware"]}  # fmt: skip
 
 
 def recipe_name(cfg: dict) -> str:
