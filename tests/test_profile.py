@@ -58,3 +58,36 @@ def test_profile_stages_times_each_stage(tiny_qa_dir: Path) -> None:
 def test_machine_peak_is_measured() -> None:
     peak = profile.machine_peak(1)
     assert peak["fp32_gflops"] > 1 and peak["int8_gops"] > 1
+
+
+class _Logged:
+    """A model that writes its name into ``log`` on every call, and raises from call ``fail_at`` on."""
+
+    def __init__(self, model, name: str, log: list[str], fail_at: int | None = None) -> None:
+        self.model, self.name, self.log, self.fail_at = model, name, log, fail_at
+        self.input_names = model.input_names
+
+    def run(self, inputs):
+        self.log.append(self.name)
+        if self.fail_at is not None and self.log.count(self.name) >= self.fail_at:
+            raise RuntimeError("session lost")
+        return self.model.run(inputs)
+
+
+def test_profile_in_turns_interleaves_variants_and_keeps_a_failure_apart(tiny_qa_dir: Path) -> None:
+    model = TorchQAModel(AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval())
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    examples = [QAExample(str(i), "where did the cat sit", "the cat sat on the mat") for i in range(4)]
+    settings, log = DecodeSettings(max_length=64), []
+    timers = {
+        name: profile.StageTimer(_Logged(model, name, log, fail_at), tokenizer, settings)
+        for name, fail_at in (("a", None), ("b", None), ("broken", 5))
+    }
+    out = profile.profile_in_turns(timers, examples, warmup=1, round_size=2)
+    # warm-up (1 each), then per round of 2: one untimed settle question and 2 timed, a's turn then b's.
+    assert log[:3] == ["a", "b", "broken"]
+    assert log[3:9] == ["a"] * 3 + ["b"] * 3 and log[9:12] == ["broken"] * 3
+    assert log[12:18] == ["a"] * 3 + ["b"] * 3
+    assert out["a"]["n"] == out["b"]["n"] == 4 and out["a"]["forward_ms"] > 0
+    assert out["broken"] == {"error": "RuntimeError: session lost"}
+    assert log.count("broken") == 5  # it dropped out at its failure

@@ -63,11 +63,12 @@ METHOD = {
     "throughput_qps": "1000 / mean batch-1 latency; peak_throughput_qps: the best of the batch sweep",
     "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant",
     "agreement_with_baseline": "share of questions whose normalized answer (at threshold 0) equals the baseline's",
-    "profile": "per variant, on the first profile_questions questions at batch 1: median ms of tokenizing, the "
-    "forward pass (every window) and decoding, timed apart; GFLOP per question counted by torch's FlopCounterMode "
-    "on the torch model whose arithmetic the variant runs, at each question's window shape; achieved GFLOP/s = "
-    "that count / forward time (median over questions). hardware.measured_peak: the best FP32 and INT8 matrix "
-    "products this machine ran on the same threads (variants.profile)",
+    "profile": "per variant, on the first profile_questions questions at batch 1: median ms of tokenizing, the forward "
+    "pass (every window) and decoding, timed apart; variants take turns as in latency_ms; GFLOP per question "
+    "counted by torch's FlopCounterMode on the torch model whose arithmetic the variant runs, at each "
+    "question's window shape; achieved GFLOP/s = that count / forward time (median over questions). "
+    "hardware.measured_peak: the best FP32 and INT8 matrix products this machine ran on the same threads "
+    "(variants.profile)",
     "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
     "5 runs each (after one untimed run), so load from elsewhere falls on all of them alike",
     "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit",
@@ -508,7 +509,7 @@ def benchmark(
     peak = None
     if not options.skip_sweeps and options.profile_questions:
         progress(0.95, "profile: tokenize / forward / decode, operations per question, machine peak")
-        profile_runners(engine, runners, examples[: options.profile_questions])
+        profile_runners(engine, runners, examples[: options.profile_questions], options.latency_round)
         peak = profiling.machine_peak(_threads())
     compare(entries, peer_entry, preds)
     progress(1.0, "done")
@@ -518,17 +519,22 @@ def benchmark(
     return record
 
 
-def profile_runners(engine: Any, runners: list[Runner], examples: list[QAExample]) -> None:
-    """Each engine variant's :func:`variants.profile.profile_stages`, in its entry (a failure stays there)."""
+def profile_runners(engine: Any, runners: list[Runner], examples: list[QAExample], round_size: int = 25) -> None:
+    """Each engine variant's profile (:func:`variants.profile.profile_in_turns`, the variants taking turns),
+    in its entry; a failure stays in that entry."""
+    timers: dict[str, profiling.StageTimer] = {}
     for runner in runners:
         if runner.model is None or runner.entry.error:
             continue
         try:
             flops = profiling.flop_counter(engine.reference_model(runner.name))
-            settings = replace(runner.settings or engine.settings, handle_impossible=False)
-            runner.entry.profile = profiling.profile_stages(runner.model, runner.tokenizer, examples, settings, flops)
         except Exception as exc:
             runner.entry.profile = {"error": describe(exc)}
+            continue
+        settings = replace(runner.settings or engine.settings, handle_impossible=False)
+        timers[runner.name] = profiling.StageTimer(runner.model, runner.tokenizer, settings, flops)
+    for name, summary in profiling.profile_in_turns(timers, examples, round_size=round_size).items():
+        next(r for r in runners if r.name == name).entry.profile = summary
 
 
 def _threads() -> int:

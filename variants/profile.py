@@ -15,10 +15,12 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from variants.measure import describe
 from variants.qa import DecodeSettings, LogitsModel, decode, run_windows, tokenize
 from variants.squad import QAExample
 
@@ -57,6 +59,84 @@ def _cpu_attention_formula() -> dict:
     return {op: cpu_sdpa} if op is not None else {}
 
 
+STAGES = ("tokenize_ms", "forward_ms", "decode_ms")
+
+
+@dataclass
+class StageTimer:
+    """One variant's stage times, gathered a question at a time so that variants can take turns."""
+
+    model: LogitsModel
+    tokenizer: Any
+    settings: DecodeSettings
+    flops: Callable[[int, int], float] | None = None
+    times: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in STAGES})
+    shapes: list[tuple[int, int]] = field(default_factory=list)
+    error: str | None = None
+
+    def answer(self, e: QAExample, timed: bool = True) -> None:
+        """Tokenize, run and decode ``e``; keep the three stage times if ``timed``."""
+        t0 = time.perf_counter()
+        windows = tokenize(self.tokenizer, [(e.question, e.context)], self.settings)
+        t1 = time.perf_counter()
+        starts, ends = run_windows(self.model, windows, self.settings.batch_size)
+        t2 = time.perf_counter()
+        decode(windows, starts, ends, [e.context], self.settings)
+        t3 = time.perf_counter()
+        if timed:
+            for name, seconds in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                self.times[name].append(seconds * 1000)
+            self.shapes.append(windows.context_mask.shape)
+
+    def summary(self) -> dict[str, Any]:
+        """Median ms of each stage, tokens and GFLOP per question, achieved GFLOP/s; or the error."""
+        if self.error:
+            return {"error": self.error}
+        # Counted here, after the timed questions: counting runs the PyTorch model, whose threads
+        # would still be busy when the next question's stages are timed.
+        shapes, batch = self.shapes, self.settings.batch_size
+        gflop = [_batched_flops(self.flops, n, w, batch) / 1e9 for n, w in shapes] if self.flops else []
+        out: dict[str, Any] = {name: _median(values) for name, values in self.times.items()}
+        out["tokens"] = int(np.median([n * w for n, w in shapes])) if shapes else None
+        if gflop:
+            out["gflop"] = _median(gflop)
+            out["gflops_achieved"] = _median(
+                [g / (ms / 1000) for g, ms in zip(gflop, self.times["forward_ms"], strict=True)]
+            )
+        out["n"] = len(shapes)
+        return out
+
+
+def profile_in_turns(
+    timers: dict[str, StageTimer], examples: list[QAExample], warmup: int = 3, round_size: int = 25
+) -> dict[str, dict[str, Any]]:
+    """:meth:`StageTimer.summary` of each variant after timing ``examples`` on all of them.
+
+    As in :func:`variants.measure.latency_pass`, the variants take turns, ``round_size`` questions each,
+    so that a change in the machine's speed falls on all of them alike, and each turn starts with one
+    untimed question. A variant that raises keeps its error and drops out; the others go on.
+    """
+
+    def run(timer: StageTimer, questions: list[QAExample], timed: bool) -> None:
+        if timer.error:
+            return
+        try:
+            for e in questions:
+                timer.answer(e, timed)
+        except Exception as exc:  # one failing variant never stops the others
+            timer.error = describe(exc)
+
+    for timer in timers.values():
+        run(timer, examples[:warmup], timed=False)
+    step = max(1, round_size)
+    for lo in range(0, len(examples), step):
+        chunk = examples[lo : lo + step]
+        for timer in timers.values():
+            run(timer, chunk[:1], timed=False)
+            run(timer, chunk, timed=True)
+    return {name: timer.summary() for name, timer in timers.items()}
+
+
 def profile_stages(
     model: LogitsModel,
     tokenizer: Any,
@@ -65,35 +145,13 @@ def profile_stages(
     flops: Callable[[int, int], float] | None = None,
     warmup: int = 3,
 ) -> dict[str, Any]:
-    """Median milliseconds per question of each stage, tokens and GFLOP per question, achieved GFLOP/s."""
+    """One variant's profile (:func:`profile_in_turns` with no other variant); raises what it raises."""
+    timer = StageTimer(model, tokenizer, settings, flops)
     for e in examples[:warmup]:
-        windows = tokenize(tokenizer, [(e.question, e.context)], settings)
-        decode(windows, *run_windows(model, windows, settings.batch_size), [e.context], settings)
-    stages: dict[str, list[float]] = {"tokenize_ms": [], "forward_ms": [], "decode_ms": []}
-    shapes: list[tuple[int, int]] = []
+        timer.answer(e, timed=False)
     for e in examples:
-        t0 = time.perf_counter()
-        windows = tokenize(tokenizer, [(e.question, e.context)], settings)
-        t1 = time.perf_counter()
-        starts, ends = run_windows(model, windows, settings.batch_size)
-        t2 = time.perf_counter()
-        decode(windows, starts, ends, [e.context], settings)
-        t3 = time.perf_counter()
-        for name, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2), strict=True):
-            stages[name].append(seconds * 1000)
-        shapes.append(windows.context_mask.shape)
-    # Counted after the timed loop: counting runs the PyTorch model, whose threads would still be busy
-    # when the next question's stages are timed.
-    tokens = [n * width for n, width in shapes]
-    gflop = [_batched_flops(flops, n, width, settings.batch_size) / 1e9 for n, width in shapes] if flops else []
-    rate = [g / (ms / 1000) for g, ms in zip(gflop, stages["forward_ms"], strict=True)]
-    out: dict[str, Any] = {name: _median(values) for name, values in stages.items()}
-    out["tokens"] = int(np.median(tokens)) if tokens else None
-    if gflop:
-        out["gflop"] = _median(gflop)
-        out["gflops_achieved"] = _median(rate)
-    out["n"] = len(examples)
-    return out
+        timer.answer(e)
+    return timer.summary()
 
 
 def _batched_flops(flops: Callable[[int, int], float], n: int, width: int, batch: int) -> float:
