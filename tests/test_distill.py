@@ -121,7 +121,10 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     readme = (whole / "README.md").read_text()
     assert "3 growing steps" in readme and "--recipe gradual" in readme
     assert "## Recipes compared" in readme and "| `gradual" in readme and "train ship" in readme
-    assert json.loads((whole / "recipes.json").read_text())[0]["speedup"] > 0
+    row = json.loads((whole / "recipes.json").read_text())[0]
+    low, high = row["speedup_iqr"]
+    assert row["rounds"] == 15 and 0 < low <= row["speedup"] <= high  # the median of 15 pairs and their spread
+    assert f"middle half of 15 pairs {low:.2f}-{high:.2f}x" in readme
 
     shipped = storage.ship(whole, tmp_path / "models" / "pruned")  # what goes to assets/models
     assert {"README.md", "recipes.json", "compact.json", "model.safetensors"} <= {f.name for f in shipped.iterdir()}
@@ -173,6 +176,11 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     first_s = first["training_seconds"]
     assert row["training_minutes"] == round((record["training_seconds"] + first_s) / 60)
     assert "refined for 1 more epochs" in (out / "README.md").read_text()
+    assert "its null margin ([CLS]" in (out / "README.md").read_text()
+    record["config"]["null_loss"] = "decision"  # the card names the null term the run was trained with
+    (out / "train_config.json").write_text(json.dumps(record))
+    train.card(str(out), data)
+    assert "its null decision (cross-entropy" in (out / "README.md").read_text()
 
 
 def test_the_null_decision_loss_is_smallest_where_the_student_decides_as_the_teacher():

@@ -621,6 +621,13 @@ def reproduce_command(cfg: dict) -> str:
     return " \\\n  ".join(args)
 
 
+def _null_target(cfg: dict) -> str:
+    """How the card names the null-score term of a distilling recipe (``TrainConfig.null_loss``)."""
+    if cfg.get("null_loss") == "decision":
+        return 'its null decision (cross-entropy against its probability of "no answer", sigmoid of its null margin)'
+    return "its null margin ([CLS] against the best span)"
+
+
 def card(folder: str, data: str | None) -> dict:
     """Evaluate a trained folder and write its model card."""
     cfg = json.loads((Path(folder) / "train_config.json").read_text())["config"]
@@ -640,15 +647,15 @@ def card(folder: str, data: str | None) -> dict:
             "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
             f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
             f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
-            "between them: its start/end logits, its hidden states after every layer and its null margin ([CLS] "
-            "against the best span). The embeddings stay the fine-tuned model's (`variants/distill.py`).",
+            f"between them: its start/end logits, its hidden states after every layer and {_null_target(cfg)}. "
+            "The embeddings stay the fine-tuned model's (`variants/distill.py`).",
         )
     if pruned and cfg.get("recipe") == "refine":
         summary = summary.replace(
             "then recovered by distillation from the fine-tuned model.",
             'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
             f"then refined for {cfg['epochs']:g} more epochs on its logits, its hidden states after every layer and "
-            "its null margin ([CLS] against the best span), with the fine-tuned model's embeddings put back and frozen "
+            f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
         )
     compact = (Path(folder) / "compact").is_dir()  # shipped as the compact store (variants.storage)
