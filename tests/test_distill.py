@@ -150,13 +150,14 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     train.run(parser.parse_args([
         "prune", "--recipe", "refine", "--data", data, "--out", str(out), "--teacher", str(tiny_qa_dir),
         "--epochs", "1.0", "--calib-examples", "8", "--min-neurons", "8", "--batch-size", "4", "--max-length", "64",
-        "--stride", "16", "--threads", "1", "--run-dir", str(tmp_path / "run"),
+        "--stride", "16", "--threads", "1", "--run-dir", str(tmp_path / "run"), "--attention-weight", "0.5",
     ]))  # fmt: skip
     first = json.loads((out / "oneshot" / "train_config.json").read_text())
     record = json.loads((out / "train_config.json").read_text())
     assert first["config"]["recipe"] == "oneshot" and first["config"]["epochs"] == 3.0  # the one-shot stage's own
     assert not first["config"]["freeze_embeddings"] and first["config"]["hidden_weight"] == 0
     assert record["config"]["init"] == str(out / "oneshot") and {"hidden", "null"} <= record["log"][0].keys()
+    assert "attention" in record["log"][0] and "attention" not in first["log"][0]  # the refinement's own term
     assert record["heads_removed"] == first["heads_removed"] and record["ffn_kept"] == first["ffn_kept"]
     assert sum(len(v) for v in record["heads_removed"].values()) == round(0.55 * 8)
 
@@ -177,10 +178,25 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     assert row["training_minutes"] == round((record["training_seconds"] + first_s) / 60)
     assert "refined for 1 more epochs" in (out / "README.md").read_text()
     assert "its null margin ([CLS]" in (out / "README.md").read_text()
+    assert "attention distributions of the heads it kept" in (out / "README.md").read_text()
     record["config"]["null_loss"] = "decision"  # the card names the null term the run was trained with
     (out / "train_config.json").write_text(json.dumps(record))
     train.card(str(out), data)
     assert "its null decision (cross-entropy" in (out / "README.md").read_text()
+
+
+def test_the_attention_loss_compares_each_kept_head_with_the_same_teacher_head_on_real_tokens():
+    torch.manual_seed(0)
+    teacher = [torch.softmax(torch.randn(2, 4, 5, 5), dim=-1) for _ in range(2)]
+    kept = {0: [0, 2, 3], 1: [1]}
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    same = [t[:, kept[i]] for i, t in enumerate(teacher)]
+    assert distill.attention_loss(same, teacher, kept, mask).item() == pytest.approx(0.0, abs=1e-6)
+    other = [same[0], teacher[1][:, [2]]]  # layer 1's head compared with the wrong teacher head
+    assert distill.attention_loss(other, teacher, kept, mask) > 0.01
+    padded = [s.clone() for s in same]
+    padded[0][0, :, 3:] = torch.softmax(torch.randn(3, 2, 5), dim=-1)  # padding query rows: not compared
+    assert distill.attention_loss(padded, teacher, kept, mask).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_the_null_decision_loss_is_smallest_where_the_student_decides_as_the_teacher():

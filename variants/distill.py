@@ -15,6 +15,11 @@ what the issue (16) lists, each behind its own flag so that recipes can be compa
 * ``null_weight``: smooth L1 between the student's and the teacher's null margin, the [CLS]
   start+end logit less the best start and end logits elsewhere, which is what the null decision at
   threshold 0 compares (``null_loss="decision"``: cross-entropy of the decision instead);
+* ``attention_weight``: KL from the teacher's attention distributions to the student's, head by head
+  for the heads the student kept (it was cut from the teacher, so its heads are the teacher's),
+  over real query tokens, every layer (TinyBERT's attention loss, on probabilities); both models run
+  eager attention, which returns them, and the student's attention dropout is off so that the
+  distributions it returns are the ones it computes;
 * ``freeze_embeddings``: the student keeps the teacher's embeddings (11.7M of 22.6M parameters), so
   the pair can share them on disk: the result is also written to ``<out>/compact`` in
   :mod:`variants.storage`'s format (compacted, embeddings read from the teacher's folder).
@@ -70,6 +75,19 @@ def hidden_state_loss(student: tuple, teacher: tuple, mask: torch.Tensor) -> tor
     return torch.stack(losses).mean()
 
 
+def attention_loss(student: tuple, teacher: tuple, kept: dict[int, list[int]], mask: torch.Tensor) -> torch.Tensor:
+    """Mean over layers of KL(teacher || student) between the attention distributions of the heads the student
+    kept (``kept[layer]``: their indices among the teacher's heads, in order), over real query tokens."""
+    rows = mask[:, None, :, None].float()  # [batch, 1, query, 1]
+    losses = []
+    for layer, (ours, theirs) in enumerate(zip(student, teacher, strict=True)):
+        target = theirs[:, kept[layer]].float()
+        log_ratio = target.clamp_min(1e-9).log() - ours.float().clamp_min(1e-9).log()
+        kl = (target * log_ratio).sum(-1, keepdim=True)
+        losses.append((kl * rows).sum() / (rows.sum() * ours.shape[1]))
+    return torch.stack(losses).mean()
+
+
 def null_margin(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """[CLS] start+end logit less the best start and best end logit elsewhere (padding is at -1e4)."""
     return start[:, 0] + end[:, 0] - start[:, 1:].max(dim=-1).values - end[:, 1:].max(dim=-1).values
@@ -85,20 +103,25 @@ def null_term(student: torch.Tensor, teacher: torch.Tensor, kind: str) -> torch.
     raise ValueError(f"null loss {kind!r}: 'margin' or 'decision'")
 
 
-def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
-    """The recipe's loss: ``alpha`` x labels + (1 - alpha) x KL on logits, plus the hidden-state and null terms.
+def teacher_loss(teacher: nn.Module, cfg: TrainConfig, cut: Cut | None = None):
+    """The recipe's loss: ``alpha`` x labels + (1 - alpha) x KL on logits, plus the hidden-state, attention
+    and null terms (``cut``: the student's, for the attention term).
 
     The teacher runs on each batch (its hidden states are too big to keep for every feature).
     """
     teacher.eval()
-    hidden = cfg.hidden_weight > 0
+    hidden, attention = cfg.hidden_weight > 0, cfg.attention_weight > 0
+    if attention:
+        heads = [pruning.head_count(layer) for layer in pruning.encoder_layers(teacher)]
+        removed = cut.heads if cut else {}
+        kept = {i: [h for h in range(n) if h not in removed.get(i, [])] for i, n in enumerate(heads)}
 
     def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
         inputs = {k: v for k, v in batch.items() if "positions" not in k}
         with torch.no_grad(), autocast(cfg.bf16):
-            t_out = teacher(**inputs, output_hidden_states=hidden)
+            t_out = teacher(**inputs, output_hidden_states=hidden, output_attentions=attention)
         with autocast(cfg.bf16):
-            out = model(**inputs, output_hidden_states=hidden)
+            out = model(**inputs, output_hidden_states=hidden, output_attentions=attention)
         start, end = masked_logits(out, batch)
         t_start, t_end = masked_logits(t_out, batch)
         hard = qa_loss(start, end, batch)
@@ -109,6 +132,10 @@ def teacher_loss(teacher: nn.Module, cfg: TrainConfig):
             hs = hidden_state_loss(out.hidden_states, t_out.hidden_states, batch["attention_mask"])
             loss = loss + cfg.hidden_weight * hs
             parts["hidden"] = hs.item()
+        if attention:
+            att = attention_loss(out.attentions, t_out.attentions, kept, batch["attention_mask"])
+            loss = loss + cfg.attention_weight * att
+            parts["attention"] = att.item()
         if cfg.null_weight:
             null = null_term(null_margin(start, end), null_margin(t_start, t_end), cfg.null_loss)
             loss = loss + cfg.null_weight * null
@@ -187,9 +214,14 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
             student.base_model.embeddings.requires_grad_(False)
         print(f"step {stage + 1}: {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}",
               flush=True)  # fmt: skip
+        if cfg.attention_weight:  # attention probabilities returned (eager), as computed (no dropout on them)
+            for model in (student, teacher):
+                model.set_attn_implementation("eager")
+            for layer in pruning.encoder_layers(student):
+                layer.attention.self.dropout.p = 0.0
         stage_cfg = replace(cfg, epochs=epochs, seed=cfg.seed + stage)
         tag = {"stage": stage, "cut": cut, "logs_before": logs}
-        log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg), checkpoint=checkpoint,
+        log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg, cut), checkpoint=checkpoint,
                          resumed=resumed if stage == first else None, tag=tag)  # fmt: skip
         logs = logs + [{"prune_step": stage + 1, **entry} for entry in log]
     dense = pruning.expand_to_dense(student, dense_template, cut.kept)

@@ -82,6 +82,7 @@ class TrainConfig:
     hidden_weight: float = 0.0  # MSE between the student's and the teacher's hidden states, every layer
     null_weight: float = 0.0  # smooth L1 between the student's and the teacher's null margin ([CLS] vs best span)
     null_loss: str = "margin"  # "decision": cross-entropy of the student's null decision against the teacher's
+    attention_weight: float = 0.0  # KL from the teacher's attention distributions to the student's, heads it kept
     freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
     min_heads: int = 1  # heads every layer keeps
     min_neurons: int = 32  # FFN neurons every layer keeps
@@ -566,7 +567,9 @@ def run(args: argparse.Namespace) -> None:
 
 
 # What recipe "refine" trains in its first stage with the one-shot recipe's values, not its own.
-ONESHOT_STAGE = ("epochs", "lr", "alpha", "hidden_weight", "null_weight", "null_loss", "freeze_embeddings")
+ONESHOT_STAGE = (
+    "epochs", "lr", "alpha", "hidden_weight", "null_weight", "null_loss", "attention_weight", "freeze_embeddings",
+)  # fmt: skip
 
 
 def oneshot_stage(cfg: TrainConfig) -> TrainConfig:
@@ -621,6 +624,13 @@ def reproduce_command(cfg: dict) -> str:
     return " \\\n  ".join(args)
 
 
+def _layer_targets(cfg: dict) -> str:
+    """How the card names the per-layer terms of a distilling recipe."""
+    if cfg.get("attention_weight"):
+        return "its hidden states and the attention distributions of the heads it kept, after every layer"
+    return "its hidden states after every layer"
+
+
 def _null_target(cfg: dict) -> str:
     """How the card names the null-score term of a distilling recipe (``TrainConfig.null_loss``)."""
     if cfg.get("null_loss") == "decision":
@@ -647,14 +657,14 @@ def card(folder: str, data: str | None) -> dict:
             "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
             f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
             f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
-            f"between them: its start/end logits, its hidden states after every layer and {_null_target(cfg)}. "
+            f"between them: its start/end logits, {_layer_targets(cfg)} and {_null_target(cfg)}. "
             "The embeddings stay the fine-tuned model's (`variants/distill.py`).",
         )
     if pruned and cfg.get("recipe") == "refine":
         summary = summary.replace(
             "then recovered by distillation from the fine-tuned model.",
             'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
-            f"then refined for {cfg['epochs']:g} more epochs on its logits, its hidden states after every layer and "
+            f"then refined for {cfg['epochs']:g} more epochs on its logits, {_layer_targets(cfg)} and "
             f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
         )
