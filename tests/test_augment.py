@@ -73,3 +73,30 @@ def test_training_data_gains_the_synthetic_share_after_holding_articles_out(tmp_
     assert held == held_again and more[: len(plain)] == plain
     assert len(added) == 2  # half of the four answerable questions left in training
     assert all(e.is_impossible and "-syn-" in e.id and e.title not in held for e in added)
+
+
+def test_pairs_for_the_teacher_have_no_gold_answer_and_change_the_question_or_the_paragraph():
+    examples = [
+        example("q1", "What is the capital of France?", PARIS, "Paris"),
+        example("q2", "Who held Paris for two months?", PARIS, "the Commune"),
+        example("q3", "What is the capital of Italy?", ROME, "Rome"),
+        example("q3", "What is the capital of Italy?", ROME, "Rome"),  # a repeat counts once
+    ]
+    made = augment.teacher_only_pairs(examples, share=5.0, seed=0)
+    assert len(made) == 15 and all(m.is_impossible and "-tea-" in m.id for m in made)
+    assert len({m.id for m in made}) == 15
+    sources = {e.id: e for e in examples}
+    for m in made:
+        source, how = sources[m.id.split("-")[0]], m.id.split("-")[2]
+        if how == "shu":  # the same sentences in another order
+            assert m.question == source.question and m.context != source.context
+            assert sorted(augment.SENTENCE.split(m.context)) == sorted(augment.SENTENCE.split(source.context))
+        elif how == "swp":  # one word of the question (never the question word) from the paragraph, or dropped
+            before, after = source.question.split(), m.question.split()
+            assert m.context == source.context and before[0] == after[0] and after != before
+            assert len(set(before) - set(after)) == 1
+        else:
+            assert how == "par" and m.question == source.question and m.context != source.context
+    assert {m.id.split("-")[2] for m in made} == {"shu", "swp", "par"}
+    assert augment.teacher_only_pairs(examples, 5.0, 0) == made  # seeded
+    assert augment.shuffled_sentences("One sentence only.", random.Random(0)) is None

@@ -151,11 +151,13 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
         "prune", "--recipe", "refine", "--data", data, "--out", str(out), "--teacher", str(tiny_qa_dir),
         "--epochs", "1.0", "--calib-examples", "8", "--min-neurons", "8", "--batch-size", "4", "--max-length", "64",
         "--stride", "16", "--threads", "1", "--run-dir", str(tmp_path / "run"), "--attention-weight", "0.5",
+        "--teacher-inputs", "0.5",
     ]))  # fmt: skip
     first = json.loads((out / "oneshot" / "train_config.json").read_text())
     record = json.loads((out / "train_config.json").read_text())
     assert first["config"]["recipe"] == "oneshot" and first["config"]["epochs"] == 3.0  # the one-shot stage's own
     assert not first["config"]["freeze_embeddings"] and first["config"]["hidden_weight"] == 0
+    assert first["config"]["teacher_inputs"] == 0 and record["config"]["teacher_inputs"] == 0.5
     assert record["config"]["init"] == str(out / "oneshot") and {"hidden", "null"} <= record["log"][0].keys()
     assert "attention" in record["log"][0] and "attention" not in first["log"][0]  # the refinement's own term
     assert record["heads_removed"] == first["heads_removed"] and record["ffn_kept"] == first["ffn_kept"]
@@ -179,6 +181,7 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     assert "refined for 1 more epochs" in (out / "README.md").read_text()
     assert "its null margin ([CLS]" in (out / "README.md").read_text()
     assert "attention distributions of the heads it kept" in (out / "README.md").read_text()
+    assert "labelled by the fine-tuned model alone" in (out / "README.md").read_text()
     record["config"]["null_loss"] = "decision"  # the card names the null term the run was trained with
     (out / "train_config.json").write_text(json.dumps(record))
     train.card(str(out), data)

@@ -60,6 +60,24 @@ def test_an_answer_outside_a_window_points_at_cls(tiny_qa_dir):
     assert len(labelled) >= 1 and features[0]["start_positions"] == 0
 
 
+def test_pairs_only_the_teacher_labels_add_no_gold_span_and_no_label_loss(tiny_qa_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    answerable = QAExample("a", "where ?", CONTEXT, ("paris",), (CONTEXT.index("paris"),))
+    features = train.build_train_features(tokenizer, [answerable], 64, 16)
+    features += train.build_train_features(tokenizer, [answerable], 64, 16, labelled=False)
+    assert features[1]["start_positions"] == features[1]["end_positions"] == train.UNLABELLED
+    batch = train.collate(features, [0, 1])
+    torch.manual_seed(0)
+    start, end = torch.randn(2, len(features[0]["input_ids"])), torch.randn(2, len(features[0]["input_ids"]))
+    labelled_only = train.collate(features, [0])
+    assert torch.equal(train.qa_loss(start, end, batch), train.qa_loss(start[:1], end[:1], labelled_only))
+    none = train.collate(features, [1, 1])
+    start.requires_grad_()
+    loss = train.qa_loss(start, end, none)
+    loss.backward()
+    assert loss.item() == 0.0 and torch.equal(start.grad, torch.zeros_like(start))
+
+
 def test_unanswerable_questions_can_be_oversampled(tmp_path):
     cfg = train.TrainConfig("finetune", "", str(squad_file(tmp_path / "d.json")), "", impossible_repeat=3)
     examples, held_out = train.load_examples(cfg)

@@ -117,3 +117,59 @@ def synthetic_unanswerable(examples: list[QAExample], share: float, seed: int) -
                 replace(ex, id=f"{ex.id}-syn-{how}", question=question, context=context, answers=(), answer_starts=())
             )
     return made
+
+
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def shuffled_sentences(context: str, rng: random.Random) -> str | None:
+    """``context`` with its sentences in another order; None for a one-sentence paragraph."""
+    sentences = SENTENCE.split(context)
+    if len(sentences) < 2:
+        return None
+    order = list(range(len(sentences)))
+    while order == sorted(order):
+        rng.shuffle(order)
+    return " ".join(sentences[i] for i in order)
+
+
+def word_swap(question: str, context: str, rng: random.Random) -> str | None:
+    """``question`` with one word replaced by a word of ``context`` (or dropped when the context has none)."""
+    words = list(WORD.finditer(question))
+    if len(words) < 3:
+        return None
+    m = rng.choice(words[1:])  # the question word stays
+    pool = [w for w in WORD.findall(context) if len(w) > 3 and w.lower() != m.group().lower()]
+    new = rng.choice(pool) if pool else ""
+    return " ".join((question[: m.start()] + new + question[m.end() :]).split())
+
+
+def teacher_only_pairs(examples: list[QAExample], share: float, seed: int) -> list[QAExample]:
+    """``share`` x len(examples) question-paragraph pairs with no gold answer, for the teacher to label.
+
+    Made from a seeded draw of ``examples`` (each may come back more than once), each by one rule drawn
+    at random: the paragraph's sentences shuffled (the answer moves), one question word swapped for a word
+    of the paragraph, or the question paired with another paragraph of its article. The student learns
+    the teacher's answers on inputs the teacher never trained on, where its soft labels say what it
+    learned rather than what it memorized; ids end in ``-tea`` and the rule (``-shu``, ``-swp``, ``-par``).
+    """
+    rng = random.Random(seed)
+    unique = list({e.id: e for e in examples}.values())
+    by_title: dict[str, list[str]] = defaultdict(list)
+    for title, context in dict.fromkeys((e.title, e.context) for e in unique):
+        by_title[title].append(context)
+    made: list[QAExample] = []
+    for n in range(round(share * len(unique))):
+        ex = unique[rng.randrange(len(unique))]
+        question, context, how = ex.question, ex.context, rng.choice(("shu", "swp", "par"))
+        if how == "shu":
+            context = shuffled_sentences(ex.context, rng)
+        elif how == "swp":
+            question = word_swap(ex.question, ex.context, rng)
+        else:
+            others = [c for c in by_title[ex.title] if c != ex.context]
+            context = rng.choice(others) if others else None
+        if question is not None and context is not None:
+            made.append(replace(ex, id=f"{ex.id}-tea-{how}-{n}", question=question, context=context,
+                                answers=(), answer_starts=()))  # fmt: skip
+    return made

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from variants import prune as pruning
-from variants.augment import synthetic_unanswerable
+from variants.augment import synthetic_unanswerable, teacher_only_pairs
 from variants.checkpoint import FILE as CHECKPOINT_FILE
 from variants.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.results import current_hardware
@@ -69,6 +69,7 @@ class TrainConfig:
     bf16: bool = False  # mixed precision: BF16 autocast over FP32 weights (about 2x on CPUs with AMX)
     holdout_articles: int = 0  # articles with unanswerable questions kept out of training, to calibrate on
     synthetic_unanswerable: float = 0.0  # share of answerable questions also added as rule-made unanswerable ones
+    teacher_inputs: float = 0.0  # prune: this many unlabelled pairs per question, labelled by the teacher only
     # prune stage only
     teacher: str = ""
     head_share: float = 0.5
@@ -110,8 +111,14 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_train_features(tokenizer, examples: list[QAExample], max_length: int, stride: int) -> list[dict]:
-    """Tokenize into windows and label each with its answer's token span ([CLS] if outside)."""
+UNLABELLED = -100  # the start and end position of a feature that only the teacher labels
+
+
+def build_train_features(
+    tokenizer, examples: list[QAExample], max_length: int, stride: int, labelled: bool = True
+) -> list[dict]:
+    """Tokenize into windows and label each with its answer's token span ([CLS] if outside);
+    ``labelled=False``: no gold span (:data:`UNLABELLED`), for pairs the teacher alone labels."""
     enc = tokenizer(
         [ex.question.lstrip() for ex in examples],
         [ex.context for ex in examples],
@@ -125,8 +132,8 @@ def build_train_features(tokenizer, examples: list[QAExample], max_length: int, 
     for i, offsets in enumerate(enc["offset_mapping"]):
         ex = examples[enc["overflow_to_sample_mapping"][i]]
         seq_ids = enc.sequence_ids(i)
-        start = end = 0
-        if not ex.is_impossible:
+        start = end = 0 if labelled else UNLABELLED
+        if labelled and not ex.is_impossible:
             start_char = ex.answer_starts[0]
             end_char = start_char + len(ex.answers[0])
             ctx = [j for j, s in enumerate(seq_ids) if s == 1]
@@ -165,8 +172,13 @@ def collate(features: list[dict], idx: list[int]) -> dict[str, torch.Tensor]:
 
 
 def qa_loss(start: torch.Tensor, end: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of the gold start and end over the batch's labelled features (zero when it has none)."""
+    labelled = batch["start_positions"] != UNLABELLED
+    if not labelled.any():
+        return start.sum() * 0.0
     ce = nn.functional.cross_entropy
-    return (ce(start, batch["start_positions"]) + ce(end, batch["end_positions"])) / 2
+    gold_start, gold_end = batch["start_positions"][labelled], batch["end_positions"][labelled]
+    return (ce(start[labelled], gold_start) + ce(end[labelled], gold_end)) / 2
 
 
 def distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -414,6 +426,7 @@ def prune_inputs(cfg: TrainConfig):
     """The teacher's tokenizer, the training features, and the held-out titles of a prune stage.
 
     The teacher's held-out articles stay held out: calibration must not see distilled questions.
+    ``teacher_inputs`` adds unlabelled pairs made from the training questions (:func:`teacher_only_pairs`).
     """
     from transformers import AutoTokenizer  # noqa: PLC0415
 
@@ -422,13 +435,18 @@ def prune_inputs(cfg: TrainConfig):
     held = json.loads(teacher_record.read_text()).get("holdout_titles") if teacher_record.is_file() else None
     examples, held_out = load_examples(cfg, held)
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
-    print(f"{len(features)} training features; held out: {held_out}", flush=True)
+    extra = teacher_only_pairs(examples, cfg.teacher_inputs, cfg.seed) if cfg.teacher_inputs else []
+    if extra:
+        features += build_train_features(tokenizer, extra, cfg.max_length, cfg.stride, labelled=False)
+    print(f"{len(features)} training features ({len(extra)} pairs for the teacher only); held out: {held_out}",
+          flush=True)  # fmt: skip
     return tokenizer, features, held_out
 
 
 def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> pruning.Importance:
-    """First-order importance on a seeded calibration subset of the training features."""
-    calib = random.Random(cfg.seed).sample(range(len(features)), min(cfg.calib_examples, len(features)))
+    """First-order importance on a seeded calibration subset of the labelled training features."""
+    labelled = [i for i, f in enumerate(features) if f["start_positions"] != UNLABELLED]
+    calib = random.Random(cfg.seed).sample(labelled, min(cfg.calib_examples, len(labelled)))
     return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
 
 
@@ -569,6 +587,7 @@ def run(args: argparse.Namespace) -> None:
 # What recipe "refine" trains in its first stage with the one-shot recipe's values, not its own.
 ONESHOT_STAGE = (
     "epochs", "lr", "alpha", "hidden_weight", "null_weight", "null_loss", "attention_weight", "freeze_embeddings",
+    "teacher_inputs",
 )  # fmt: skip
 
 
@@ -684,6 +703,12 @@ def card(folder: str, data: str | None) -> dict:
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
+        )
+    if pruned and cfg.get("teacher_inputs"):
+        summary += (
+            f" Distillation also saw unlabelled question-paragraph pairs ({cfg['teacher_inputs']:g} per training "
+            "question), labelled by the fine-tuned model alone (`variants/augment.py`: sentences shuffled, a question "
+            "word swapped, another paragraph of the article)."
         )
     command = reproduce_command(cfg)
     if compact:  # evaluate the run, then copy its store
