@@ -164,3 +164,30 @@ def test_the_shipped_models_carry_the_threshold_calibrated_on_articles_they_neve
         # The card's dev.json scores were measured at the threshold the engine now applies.
         assert record["evaluation"]["data"] == "dev.json"
         assert record["evaluation"]["null_threshold"] == config[CALIBRATED_THRESHOLD]
+
+
+def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions(tiny_qa_dir, tmp_path, monkeypatch):
+    import shutil  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qa_dir, model)
+    (model / "train_config.json").write_text(json.dumps({"holdout_titles": ["t1"]}))
+    data = squad_file(tmp_path / "train.json", n=8, articles=2)
+    dev = squad_file(tmp_path / "dev.json", n=4)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        import fit_gap  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "fit.json"
+    record = fit_gap.main(["--data", str(data), "--dev", str(dev), "--models", str(model), "--questions", "6",
+                           "--out", str(out)])  # fmt: skip
+    assert json.loads(out.read_text()) == record
+    assert record["questions"] == {"training articles": 6, "dev": 4}  # article t1 left out: 8 questions to draw from
+    assert record["data"]["left out of the training sample"] == ["t1"]
+    scores = record["models"][str(model)]
+    assert set(scores) == {"training articles", "dev"}
+    assert all(0 <= s[k] <= 100 for s in scores.values() for k in ("f1", "has_ans_f1", "span_f1", "best_f1"))

@@ -1,0 +1,89 @@
+"""How well each model reads the articles it trained on against the held-out ones: a JSON record.
+
+    python scripts/fit_gap.py --data train.json --dev dev.json \\
+        --models assets/models/minilm-squad2 assets/models/minilm-squad2-pruned \\
+        --out assets/results/training/fit-gap.json
+
+For every model: SQuAD v2 scores at threshold 0 on a seeded sample of its training questions (the
+articles it was calibrated on left out) and of ``--dev``, and "span F1", the F1 of its best span on the
+answerable questions whatever its null decision (what it reads, apart from when it answers). A teacher
+far better on its training articles than on held-out ones has memorized them, and its soft labels on
+them say little more than the gold labels do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+from variants.results import current_hardware
+from variants.squad import QAExample, load_squad, squad_v2_scores
+from variants.train import predict_spans, score_spans
+
+
+def sample(examples: list[QAExample], n: int, seed: int) -> list[QAExample]:
+    """A seeded sample of ``n`` questions (all of them when there are fewer)."""
+    return random.Random(seed).sample(examples, min(n, len(examples)))
+
+
+def scores_on(folder: str, examples: list[QAExample]) -> dict:
+    """Scores at threshold 0 and the answerable questions' best-span F1 of one model."""
+    record = json.loads((Path(folder) / "train_config.json").read_text())
+    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    at_zero = score_spans(examples, spans, 0.0)
+    answerable = [(e, a) for e, a in zip(examples, spans, strict=True) if not e.is_impossible]
+    span_f1 = squad_v2_scores([e for e, _ in answerable], {e.id: a.text for e, a in answerable}).f1
+    keep = ("f1", "has_ans_f1", "no_ans_f1", "best_f1")
+    return {**{k: round(at_zero[k], 2) for k in keep}, "span_f1": round(span_f1, 2)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file")
+    parser.add_argument("--dev", required=True, help="the evaluation SQuAD v2 JSON file")
+    parser.add_argument("--models", nargs="+", required=True, help="model folders (train_config.json beside)")
+    parser.add_argument("--questions", type=int, default=1200, help="questions sampled from each file")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    held = json.loads((Path(args.models[0]) / "train_config.json").read_text()).get("holdout_titles") or []
+    trained = [e for e in load_squad(args.data, split="train") if e.title not in held]
+    sets = {"training articles": sample(trained, args.questions, args.seed),
+            "dev": sample(load_squad(args.dev), args.questions, args.seed)}  # fmt: skip
+    started = time.time()
+    models = {}
+    for folder in args.models:
+        models[folder] = {name: scores_on(folder, examples) for name, examples in sets.items()}
+        print(folder, json.dumps(models[folder]), flush=True)
+    record = {
+        "what": "SQuAD v2 at threshold 0 on questions of the training articles against held-out ones; span_f1: "
+        "the best span's F1 on the answerable questions, whatever the null decision",
+        "data": {
+            "training articles": Path(args.data).name,
+            "dev": Path(args.dev).name,
+            "left out of the training sample": held,
+        },
+        "questions": {name: len(examples) for name, examples in sets.items()},
+        "seed": args.seed,
+        "models": models,
+        "hardware": current_hardware(),
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "seconds": round(time.time() - started, 1),
+    }
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
