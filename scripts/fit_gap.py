@@ -40,9 +40,12 @@ def scores_on(folder: str, examples: list[QAExample]) -> dict:
     spans = predict_spans(folder, examples, compact="heads_removed" in record)
     at_zero = score_spans(examples, spans, 0.0)
     answerable = [(e, a) for e, a in zip(examples, spans, strict=True) if not e.is_impossible]
-    span_f1 = squad_v2_scores([e for e, _ in answerable], {e.id: a.text for e, a in answerable}).f1
+    span_f1 = None
+    if answerable:
+        span_f1 = squad_v2_scores([e for e, _ in answerable], {e.id: a.text for e, a in answerable}).f1
     keep = ("f1", "has_ans_f1", "no_ans_f1", "best_f1")
-    return {**{k: round(at_zero[k], 2) for k in keep}, "span_f1": round(span_f1, 2)}
+    rounded = {k: None if at_zero.get(k) is None else round(at_zero[k], 2) for k in keep}  # a sample may lack a kind
+    return {**rounded, "span_f1": None if span_f1 is None else round(span_f1, 2)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    held = json.loads((Path(args.models[0]) / "train_config.json").read_text()).get("holdout_titles") or []
+    records = [json.loads((Path(folder) / "train_config.json").read_text()) for folder in args.models]
+    held = sorted({title for r in records for title in r.get("holdout_titles") or []})  # every model's calibration
     trained = [e for e in load_squad(args.data, split="train") if e.title not in held]
     sets = {"training articles": sample(trained, args.questions, args.seed),
             "dev": sample(load_squad(args.dev), args.questions, args.seed)}  # fmt: skip
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(folder, json.dumps(models[folder]), flush=True)
     record = {
         "what": "SQuAD v2 at threshold 0 on questions of the training articles against held-out ones; span_f1: "
-        "the best span's F1 on the answerable questions, whatever the null decision",
+        "the best span's F1 on the answerable questions, whatever the null decision (the two samples mix answerable "
+        "and unanswerable questions differently, so span_f1 is the fair comparison between them)",
         "data": {
             "training articles": Path(args.data).name,
             "dev": Path(args.dev).name,

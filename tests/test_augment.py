@@ -91,7 +91,7 @@ def test_pairs_for_the_teacher_have_no_gold_answer_and_change_the_question_or_th
         if how == "shu":  # the same sentences in another order
             assert m.question == source.question and m.context != source.context
             assert sorted(augment.SENTENCE.split(m.context)) == sorted(augment.SENTENCE.split(source.context))
-        elif how == "swp":  # one word of the question (never the question word) from the paragraph, or dropped
+        elif how == "swp":  # one word of the question (never its first) from the paragraph, or dropped
             before, after = source.question.split(), m.question.split()
             assert m.context == source.context and before[0] == after[0] and after != before
             assert len(set(before) - set(after)) == 1

@@ -65,6 +65,17 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_qa_dir, tmp_path
     assert_same_run(tmp_path / "whole", tmp_path / "parted")
 
 
+def test_a_checkpoint_older_than_a_setting_resumes_when_the_setting_keeps_its_default(tmp_path):
+    Checkpointer(tmp_path, config={"lr": 1e-4, "out": "a"}).save({"step": 3})  # saved before "teacher_inputs" existed
+    defaults = {"lr": 1e-4, "teacher_inputs": 0.0}
+    now = {"lr": 1e-4, "teacher_inputs": 0.0, "out": "b"}
+    assert Checkpointer(tmp_path, resume=True, config=now, defaults=defaults).load()["step"] == 3
+    with pytest.raises(ValueError, match=r"'teacher_inputs': \(0.0, 1.0\)"):  # the old run did not use it
+        Checkpointer(tmp_path, resume=True, config={**now, "teacher_inputs": 1.0}, defaults=defaults).load()
+    with pytest.raises(ValueError, match=r"'teacher_inputs': \(None, 0.0\)"):  # no defaults: nothing to assume
+        Checkpointer(tmp_path, resume=True, config=now).load()
+
+
 def test_sigterm_checkpoints_after_the_current_step_and_stops(tiny_qa_dir, tmp_path):
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)
     tokenizer_features = train.build_train_features(
@@ -178,9 +189,10 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     assert "--recipe refine" in row["command"] and "--init" not in row["command"]  # the one command
     first_s = first["training_seconds"]
     assert row["training_minutes"] == round((record["training_seconds"] + first_s) / 60)
-    assert "refined for 1 more epochs" in (out / "README.md").read_text()
+    assert "refined for 1 more epoch on" in (out / "README.md").read_text()
     assert "its null margin ([CLS]" in (out / "README.md").read_text()
     assert "attention distributions of the heads it kept" in (out / "README.md").read_text()
+    assert "The refinement also saw unlabelled" in (out / "README.md").read_text()
     assert "labelled by the fine-tuned model alone" in (out / "README.md").read_text()
     record["config"]["null_loss"] = "decision"  # the card names the null term the run was trained with
     (out / "train_config.json").write_text(json.dumps(record))

@@ -175,19 +175,23 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     model = tmp_path / "model"
     shutil.copytree(tiny_qa_dir, model)
     (model / "train_config.json").write_text(json.dumps({"holdout_titles": ["t1"]}))
-    data = squad_file(tmp_path / "train.json", n=8, articles=2)
-    dev = squad_file(tmp_path / "dev.json", n=4)
+    other = tmp_path / "other"  # its own calibration article is left out too
+    shutil.copytree(tiny_qa_dir, other)
+    (other / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
+    data = squad_file(tmp_path / "train.json", n=8, articles=3)
+    dev = squad_file(tmp_path / "dev.json", n=3)  # answerable questions only: no NoAns score
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     try:
         import fit_gap  # noqa: PLC0415
     finally:
         sys.path.pop(0)
     out = tmp_path / "fit.json"
-    record = fit_gap.main(["--data", str(data), "--dev", str(dev), "--models", str(model), "--questions", "6",
-                           "--out", str(out)])  # fmt: skip
+    record = fit_gap.main(["--data", str(data), "--dev", str(dev), "--models", str(model), str(other),
+                           "--questions", "6", "--out", str(out)])  # fmt: skip
     assert json.loads(out.read_text()) == record
-    assert record["questions"] == {"training articles": 6, "dev": 4}  # article t1 left out: 8 questions to draw from
-    assert record["data"]["left out of the training sample"] == ["t1"]
+    assert record["questions"] == {"training articles": 6, "dev": 3}  # t1 and t2 left out: 8 questions to draw from
+    assert record["data"]["left out of the training sample"] == ["t1", "t2"]
     scores = record["models"][str(model)]
-    assert set(scores) == {"training articles", "dev"}
+    assert set(scores) == {"training articles", "dev"} and record["models"][str(other)] == scores
     assert all(0 <= s[k] <= 100 for s in scores.values() for k in ("f1", "has_ans_f1", "span_f1", "best_f1"))
+    assert scores["dev"]["no_ans_f1"] is None and 0 <= scores["training articles"]["no_ans_f1"] <= 100

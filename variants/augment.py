@@ -13,6 +13,10 @@ of the answerable question it came from:
 
 The rules are simple and some of their questions remain answerable (label noise); no NLP library
 does this offline (nlpaug and TextAttack fetch WordNet or models from the network).
+
+Its second job, ``--teacher-inputs``: question-paragraph pairs with no gold answer at all
+(:func:`teacher_only_pairs`), for a distilled student to learn the teacher's answers on inputs the
+teacher never trained on.
 """
 
 from __future__ import annotations
@@ -145,13 +149,17 @@ def word_swap(question: str, context: str, rng: random.Random) -> str | None:
 
 
 def teacher_only_pairs(examples: list[QAExample], share: float, seed: int) -> list[QAExample]:
-    """``share`` x len(examples) question-paragraph pairs with no gold answer, for the teacher to label.
+    """At most ``share`` x the unique ``examples`` question-paragraph pairs with no gold answer, for the teacher.
 
-    Made from a seeded draw of ``examples`` (each may come back more than once), each by one rule drawn
-    at random: the paragraph's sentences shuffled (the answer moves), one question word swapped for a word
-    of the paragraph, or the question paired with another paragraph of its article. The student learns
-    the teacher's answers on inputs the teacher never trained on, where its soft labels say what it
-    learned rather than what it memorized; ids end in ``-tea`` and the rule (``-shu``, ``-swp``, ``-par``).
+    Made from a seeded draw, with replacement, of all ``examples``, rule-made unanswerable ones included
+    (so ``share`` counts pairs per training example, not per original question), each by one rule drawn at
+    random: the paragraph's sentences shuffled (the answer moves), one word of the question after its first
+    replaced by a word of the paragraph (or dropped), or the question paired with another paragraph of its
+    article; a draw the rule cannot change makes no pair. The student learns the teacher's answers on
+    inputs the teacher never trained on, where its soft labels say what it learned rather than what it
+    memorized. Ids end in ``-tea-<rule>-<n>`` (rules ``shu``, ``swp``, ``par``; ``n`` the draw). Known
+    roughness, kept so that the published runs stay reproducible: words are ASCII letter runs (an accented
+    word is split), and a dropped word leaves its neighbours' spacing ("won ?").
     """
     rng = random.Random(seed)
     unique = list({e.id: e for e in examples}.values())

@@ -44,6 +44,7 @@ class Checkpointer:
     stop_after_steps: int = 0
     resume: bool = False
     config: dict[str, Any] | None = None  # the run's settings: a resumed run must have the same
+    defaults: dict[str, Any] = field(default_factory=dict)  # a setting newer than the checkpoint had this value
     stop_requested: bool = False
     steps_taken: int = 0
     prior_s: float = 0.0  # seconds the run spent in earlier invocations (from the checkpoint)
@@ -65,6 +66,7 @@ class Checkpointer:
         state = torch.load(self.path, map_location="cpu", weights_only=False)
         saved = state.get("config")
         if self.config is not None and saved is not None:
+            saved = {**_settings(self.defaults), **saved}
             changed = {k: (saved.get(k), v) for k, v in _settings(self.config).items() if saved.get(k) != v}
             if changed:
                 raise ValueError(f"{self.path} was saved by a run with other settings (saved, now): {changed}")

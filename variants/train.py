@@ -69,7 +69,7 @@ class TrainConfig:
     bf16: bool = False  # mixed precision: BF16 autocast over FP32 weights (about 2x on CPUs with AMX)
     holdout_articles: int = 0  # articles with unanswerable questions kept out of training, to calibrate on
     synthetic_unanswerable: float = 0.0  # share of answerable questions also added as rule-made unanswerable ones
-    teacher_inputs: float = 0.0  # prune: this many unlabelled pairs per question, labelled by the teacher only
+    teacher_inputs: float = 0.0  # prune: up to this many unlabelled pairs per training example, teacher-labelled only
     # prune stage only
     teacher: str = ""
     head_share: float = 0.5
@@ -426,7 +426,8 @@ def prune_inputs(cfg: TrainConfig):
     """The teacher's tokenizer, the training features, and the held-out titles of a prune stage.
 
     The teacher's held-out articles stay held out: calibration must not see distilled questions.
-    ``teacher_inputs`` adds unlabelled pairs made from the training questions (:func:`teacher_only_pairs`).
+    ``teacher_inputs`` adds unlabelled pairs made from the training examples, rule-made unanswerable ones included
+    (:func:`teacher_only_pairs`).
     """
     from transformers import AutoTokenizer  # noqa: PLC0415
 
@@ -599,7 +600,8 @@ def oneshot_stage(cfg: TrainConfig) -> TrainConfig:
 
 def run_stage(cfg: TrainConfig, folder: Path, args: argparse.Namespace, resume: bool) -> None:
     """Train one stage with checkpoints in ``folder`` (``resume`` continues it), then calibrate if it can."""
-    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, resume, asdict(cfg))
+    checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, resume, asdict(cfg),
+                              defaults=asdict(TrainConfig("", "", "", "")))  # fmt: skip
     if resume and not checkpoint.path.is_file():
         raise SystemExit(f"--resume: no checkpoint in {folder}")
     if not resume and checkpoint.path.is_file():
@@ -683,7 +685,8 @@ def card(folder: str, data: str | None) -> dict:
         summary = summary.replace(
             "then recovered by distillation from the fine-tuned model.",
             'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
-            f"then refined for {cfg['epochs']:g} more epochs on its logits, {_layer_targets(cfg)} and "
+            f"then refined for {cfg['epochs']:g} more epoch{'' if cfg['epochs'] == 1 else 's'} on its logits, "
+            f"{_layer_targets(cfg)} and "
             f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
         )
@@ -705,10 +708,12 @@ def card(folder: str, data: str | None) -> dict:
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
         )
     if pruned and cfg.get("teacher_inputs"):
+        stage = "The refinement" if cfg.get("recipe") == "refine" else "Distillation"
         summary += (
-            f" Distillation also saw unlabelled question-paragraph pairs ({cfg['teacher_inputs']:g} per training "
-            "question), labelled by the fine-tuned model alone (`variants/augment.py`: sentences shuffled, a question "
-            "word swapped, another paragraph of the article)."
+            f" {stage} also saw unlabelled question-paragraph pairs (up to {cfg['teacher_inputs']:g} per training "
+            "example, rule-made unanswerable ones included), labelled by the fine-tuned model alone "
+            "(`variants/augment.py`: the paragraph's sentences shuffled, one word of the question replaced by a word "
+            "of the paragraph or dropped, the question put to another paragraph of its article)."
         )
     command = reproduce_command(cfg)
     if compact:  # evaluate the run, then copy its store
