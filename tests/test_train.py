@@ -195,3 +195,28 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     assert set(scores) == {"training articles", "dev"} and record["models"][str(other)] == scores
     assert all(0 <= s[k] <= 100 for s in scores.values() for k in ("f1", "has_ans_f1", "span_f1", "best_f1"))
     assert scores["dev"]["no_ans_f1"] is None and 0 <= scores["training articles"]["no_ans_f1"] <= 100
+
+
+def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path):
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    data = squad_file(tmp_path / "d.json", n=8)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        import static_int8_probe  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "probe.json"
+    record = static_int8_probe.main(["--model", str(tiny_pruned_dir), "--calibration", str(data), "--data", str(data),
+                                     "--calib-questions", "4", "--questions", "6", "--threads", "1",
+                                     "--out", str(out)])  # fmt: skip
+    assert json.loads(out.read_text()) == record
+    results = record["results"]
+    assert set(results) == {"fp32 optimized", "int8 dynamic (shipped)", "int8 static + dynamic attention"}
+    assert all(r["latency_ms"]["n"] == 6 and 0 <= r["f1_at_zero"] <= 100 for r in results.values())
+    assert results["int8 dynamic (shipped)"]["speed_vs_dynamic"] == 1.0
+    static_ops = results["int8 static + dynamic attention"]["operators"]
+    assert static_ops.get("QuantizeLinear") and static_ops.get("QAttention")  # static MatMuls, dynamic attention
+    assert "QuantizeLinear" not in results["int8 dynamic (shipped)"]["operators"]
+    assert record["calibration"]["questions"] == 4 and record["data"]["questions"] == 6
