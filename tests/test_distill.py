@@ -241,6 +241,21 @@ def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     )
 
 
+def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model():
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = parser.parse_args(["prune", "--data", "d", "--out", "runs/p", "--teacher", "t", "--recipe", "refine",
+                              "--min-heads", "4", "--min-neurons", "256"])  # fmt: skip
+    cfg = vars(train.config_from(args))
+    one_command = {**cfg, "init": "runs/p/oneshot"}  # what the command saves: the cut was its own
+    assert "--min-heads 4 --min-neurons 256" in train.recipe_name(one_command)
+    command = train.reproduce_command(one_command)
+    assert "--min-heads 4" in command and "--min-neurons 256" in command and "--init" not in command
+    from_elsewhere = {**cfg, "init": "runs/other"}  # the cut came with that model: these flags did nothing
+    assert train.recipe_name(from_elsewhere) == "refine"
+    assert "--min-heads" not in train.reproduce_command(from_elsewhere)
+
+
 def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_model(tiny_qa_dir, tmp_path):
     base = tmp_path / "baseline"
     AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)  # FP16, as shipped

@@ -631,8 +631,13 @@ def recipe_defaults(cfg: dict) -> dict:
 
 def given_by_init(cfg: dict) -> tuple[str, ...]:
     """Settings a run started from ``--init`` did not use (the cut came with the model): left out of its command,
-    which without ``--init`` makes that model first (recipe "refine")."""
-    return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples") if cfg.get("init") else ()
+    which without ``--init`` makes that model first (recipe "refine"). A refine run that made its own starting
+    model (``<out>/oneshot``, one command) did use its cut settings: only ``init`` is left out then."""
+    if not cfg.get("init"):
+        return ()
+    if cfg.get("out") and Path(cfg["init"]) == Path(cfg["out"]) / "oneshot":
+        return ("init",)
+    return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples")
 
 
 def reproduce_command(cfg: dict) -> str:
