@@ -152,6 +152,26 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     assert_same_run(whole, parted)
 
 
+def test_the_one_shot_recipe_keeps_the_teachers_embeddings_when_asked_and_stores_the_compact_model(
+    tiny_qa_dir, tmp_path
+):
+    data, out = str(squad_file(tmp_path / "d.json", n=16)), tmp_path / "oneshot"
+    cfg = train.TrainConfig("prune", "", data, str(out), teacher=str(tiny_qa_dir), epochs=1.0, calib_examples=8,
+                            min_neurons=8, freeze_embeddings=True, **SMALL)  # fmt: skip
+    train.prune_and_distill(cfg)
+    teacher, student = (AutoModelForQuestionAnswering.from_pretrained(f).eval() for f in (tiny_qa_dir, out))
+    for name, param in teacher.bert.embeddings.state_dict().items():  # frozen: shareable with the teacher
+        assert torch.equal(student.bert.embeddings.state_dict()[name], param.half().float()), name
+    assert storage.is_compact(out / "compact")
+    ids = torch.randint(5, 60, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        stored = storage.load(out / "compact")
+        torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
+    train.card(str(out), data)
+    readme = (out / "README.md").read_text()
+    assert "embeddings kept frozen" in readme and "--freeze-embeddings" in readme
+
+
 def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_with_the_teachers_embeddings(
     tiny_qa_dir, tmp_path
 ):

@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -53,7 +52,7 @@ from variants.train import (
     masked_logits,
     prune_inputs,
     qa_loss,
-    save,
+    save_pruned,
     set_seed,
     train_loop,
 )
@@ -224,11 +223,6 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
         log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg, cut), checkpoint=checkpoint,
                          resumed=resumed if stage == first else None, tag=tag)  # fmt: skip
         logs = logs + [{"prune_step": stage + 1, **entry} for entry in log]
-    dense = pruning.expand_to_dense(student, dense_template, cut.kept)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
     extra = {**cut_record(student, cut), "holdout_titles": held_out, **init_training(cfg.init)}
-    save(dense, tokenizer, cfg, logs, seconds, extra)
-    if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
-        compact = Path(cfg.out) / "compact"
-        storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)
-        tokenizer.save_pretrained(compact)
+    save_pruned(student, dense_template, cut, tokenizer, cfg, logs, seconds, extra)

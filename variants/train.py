@@ -505,15 +505,38 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
     student = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     dense_template = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     apply_cut(student, cut)
+    if cfg.freeze_embeddings:
+        student.base_model.embeddings.requires_grad_(False)
     print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}", flush=True)
 
     teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     soft = teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
     del teacher
     log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag={"cut": cut})
-    dense = pruning.expand_to_dense(student, dense_template, cut.kept)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
-    save(dense, tokenizer, cfg, log, seconds, {**cut_record(student, cut), "holdout_titles": held_out})
+    extra = {**cut_record(student, cut), "holdout_titles": held_out}
+    save_pruned(student, dense_template, cut, tokenizer, cfg, log, seconds, extra)
+
+
+def save_pruned(
+    student: nn.Module,
+    dense_template: nn.Module,
+    cut: Cut,
+    tokenizer,
+    cfg: TrainConfig,
+    log: list[dict],
+    seconds: float,
+    extra: dict,
+) -> None:
+    """A pruned student as :func:`save` writes it (dense, zeros where it was cut) and, when its embeddings stayed
+    the teacher's, also compacted in :mod:`variants.storage`'s format without them (``<out>/compact``)."""
+    from variants import storage  # noqa: PLC0415
+
+    save(pruning.expand_to_dense(student, dense_template, cut.kept), tokenizer, cfg, log, seconds, extra)
+    if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
+        compact = Path(cfg.out) / "compact"
+        storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)
+        tokenizer.save_pretrained(compact)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -694,6 +717,12 @@ def card(folder: str, data: str | None) -> dict:
             f"{_layer_targets(cfg)} and "
             f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/distill.py`), so the pair shares them on disk.",
+        )
+    if pruned and cfg.get("recipe", "oneshot") == "oneshot" and cfg.get("freeze_embeddings"):
+        summary = summary.replace(
+            "then recovered by distillation from the fine-tuned model.",
+            "then recovered by distillation from the fine-tuned model, with its embeddings kept frozen at the "
+            "fine-tuned model's, so the pair shares them on disk.",
         )
     compact = (Path(folder) / "compact").is_dir()  # shipped as the compact store (variants.storage)
     if compact:  # not dense with zeros
