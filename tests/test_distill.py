@@ -261,6 +261,17 @@ def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     )
 
 
+def test_the_one_shot_recipe_refuses_the_flags_only_the_distilling_recipes_read():
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    base = ["prune", "--data", "d", "--out", "runs/p", "--teacher", "t"]
+    with pytest.raises(SystemExit, match="does not use --hidden-weight --null-loss: --recipe gradual or refine"):
+        train.run(parser.parse_args([*base, "--hidden-weight", "1.0", "--null-loss", "decision"]))
+    assert train.unused_by_oneshot(train.config_from(parser.parse_args([*base, "--freeze-embeddings"]))) == []
+    refine = train.config_from(parser.parse_args([*base, "--recipe", "refine"]))
+    assert train.unused_by_oneshot(train.oneshot_stage(refine)) == []  # refine's own one-shot stage is clean
+
+
 def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model():
     parser = argparse.ArgumentParser()
     train.add_arguments(parser)

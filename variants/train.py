@@ -576,12 +576,24 @@ def config_from(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**{**RECIPES[given.get("recipe") or "oneshot"], **given})
 
 
+# Settings only the distilling recipes (variants/distill.py) read: the one-shot recipe would ignore them.
+DISTILLING_ONLY = ("prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "init")
+
+
+def unused_by_oneshot(cfg: TrainConfig) -> list[str]:
+    """The flags set away from their defaults that the one-shot recipe would silently ignore."""
+    defaults = asdict(TrainConfig("", "", "", ""))
+    return ["--" + k.replace("_", "-") for k in DISTILLING_ONLY if getattr(cfg, k) != defaults[k]]
+
+
 def run(args: argparse.Namespace) -> None:
     cfg = config_from(args)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.stage == "prune" and not cfg.teacher:
         raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
+    if cfg.stage == "prune" and cfg.recipe == "oneshot" and (unused := unused_by_oneshot(cfg)):
+        raise SystemExit(f"--recipe oneshot does not use {' '.join(unused)}: --recipe gradual or refine does")
     if cfg.stage == "ship":
         if not args.to:
             raise SystemExit("ship needs --to (the model folder to write)")
