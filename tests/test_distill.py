@@ -287,6 +287,15 @@ def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model()
     assert "--min-heads" not in train.reproduce_command(from_elsewhere)
 
 
+def test_a_switch_is_named_alone_in_the_recipe_and_its_command():
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    cfg = vars(train.config_from(parser.parse_args(["prune", "--data", "d", "--out", "runs/p", "--teacher", "t",
+                                                    "--freeze-embeddings", "--min-heads", "4"])))  # fmt: skip
+    assert train.recipe_name(cfg) == "oneshot --freeze-embeddings --min-heads 4"
+    assert "  --freeze-embeddings \\\n" in train.reproduce_command(cfg)
+
+
 def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_model(tiny_qa_dir, tmp_path):
     base = tmp_path / "baseline"
     AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)  # FP16, as shipped

@@ -675,11 +675,16 @@ def given_by_init(cfg: dict) -> tuple[str, ...]:
     return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples")
 
 
+def as_flag(name: str, value: object) -> str:
+    """A setting as typed on the command line: a switch alone ("--bf16"), any other with its value."""
+    return f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+
+
 def reproduce_command(cfg: dict) -> str:
     """The command line that trains a model with configuration ``cfg`` (as saved)."""
     defaults = recipe_defaults(cfg)
     args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
-    args += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in cfg.items()
+    args += [as_flag(k, v) for k, v in cfg.items()
              if k not in ("stage", "data", "out", *given_by_init(cfg)) and v not in ("", None)
              and (v != defaults.get(k) or (k == "recipe" and v != "oneshot"))]  # fmt: skip
     return " \\\n  ".join(args)
@@ -784,7 +789,7 @@ def recipe_name(cfg: dict) -> str:
     """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
     defaults = recipe_defaults(cfg)
     ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit", *given_by_init(cfg)}
-    flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
+    flags = [as_flag(k, v) for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
     return " ".join([cfg.get("recipe") or "oneshot", *flags])
 
 
