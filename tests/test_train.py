@@ -168,8 +168,6 @@ def test_the_shipped_models_carry_the_threshold_calibrated_on_articles_they_neve
 
 def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions(tiny_qa_dir, tmp_path, monkeypatch):
     import shutil  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
 
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
     model = tmp_path / "model"
@@ -180,11 +178,7 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     (other / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
     data = squad_file(tmp_path / "train.json", n=8, articles=3)
     dev = squad_file(tmp_path / "dev.json", n=3)  # answerable questions only: no NoAns score
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    try:
-        import fit_gap  # noqa: PLC0415
-    finally:
-        sys.path.pop(0)
+    fit_gap = import_script("fit_gap")
     out = tmp_path / "fit.json"
     record = fit_gap.main(["--data", str(data), "--dev", str(dev), "--models", str(model), str(other),
                            "--questions", "6", "--out", str(out)])  # fmt: skip
@@ -197,16 +191,56 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     assert scores["dev"]["no_ans_f1"] is None and 0 <= scores["training articles"]["no_ans_f1"] <= 100
 
 
-def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path):
+def import_script(name: str):
+    """A module of scripts/ (they are run as files, not installed)."""
+    import importlib  # noqa: PLC0415
     import sys  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
-    data = squad_file(tmp_path / "d.json", n=8)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     try:
-        import static_int8_probe  # noqa: PLC0415
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
+
+
+def test_the_paired_bootstrap_interval_holds_the_mean_and_excludes_zero_only_for_a_clear_gain():
+    import numpy as np  # noqa: PLC0415
+
+    compare = import_script("compare_holdout")
+    assert compare.paired_bootstrap(np.zeros(50)) == (0.0, 0.0)
+    noisy = np.array([10.0, -10.0] * 50)  # no gain, much noise
+    low, high = compare.paired_bootstrap(noisy)
+    assert low < 0 < high
+    clear = np.array([5.0] * 90 + [-5.0] * 10)  # mean +4
+    low, high = compare.paired_bootstrap(clear)
+    assert 0 < low < 4 < high
+
+
+def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions(tiny_qa_dir, tmp_path, monkeypatch):
+    import shutil  # noqa: PLC0415
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
+    compare = import_script("compare_holdout")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, titles in ((a, ["t1"]), (b, ["t1"])):
+        shutil.copytree(tiny_qa_dir, folder)
+        (folder / "train_config.json").write_text(json.dumps({"holdout_titles": titles}))
+    data = squad_file(tmp_path / "train.json", n=8, articles=3)
+    out = tmp_path / "compare.json"
+    record = compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--rounds", "200", "--out", str(out)])
+    assert json.loads(out.read_text()) == record
+    assert record["questions"] == 8 and record["unanswerable"] == 2 and record["titles"] == ["t1"]
+    assert record["a"]["f1"] == record["b"]["f1"] and record["difference"] == 0 and record["interval"] == [0, 0]
+    (b / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
+    with pytest.raises(SystemExit, match="same held-out articles"):
+        compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])
+
+
+def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path):
+
+    data = squad_file(tmp_path / "d.json", n=8)
+    static_int8_probe = import_script("static_int8_probe")
     out = tmp_path / "probe.json"
     record = static_int8_probe.main(["--model", str(tiny_pruned_dir), "--calibration", str(data), "--data", str(data),
                                      "--calib-questions", "4", "--questions", "6", "--threads", "1",

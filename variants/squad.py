@@ -125,6 +125,11 @@ def _gold_answers(example: QAExample) -> list[str]:
     return golds or [""]
 
 
+def question_f1(example: QAExample, prediction: str) -> float:
+    """One question's F1 (0 to 1) as the official script scores it: the best over its gold answers."""
+    return max(compute_f1(g, prediction) for g in _gold_answers(example))
+
+
 @dataclass
 class SquadScores:
     """SQuAD v2 scores in percent, with the counts they are computed over."""
@@ -193,7 +198,7 @@ def squad_v2_scores(
         golds = _gold_answers(ex)
         pred = predictions[qid]
         exact_raw[qid] = max(compute_exact(g, pred) for g in golds)
-        f1_raw[qid] = max(compute_f1(g, pred) for g in golds)
+        f1_raw[qid] = question_f1(ex, pred)
     has_ans = {qid: bool(ex.answers) for qid, ex in by_id.items()}
 
     def mean(values: list[float]) -> float | None:

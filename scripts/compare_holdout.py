@@ -1,0 +1,96 @@
+"""Whether one trained model really reads the held-out training articles better than another: a JSON record.
+
+    python scripts/compare_holdout.py --data train.json \\
+        --a runs/minilm-squad2-pruned-even-frozen --b runs/minilm-squad2-pruned-even-frozen-ffn65 \\
+        --out assets/results/training/holdout-even-frozen-vs-ffn65.json
+
+Both models answer the same held-out questions (the articles ``--a`` was calibrated on, which must
+be ``--b``'s too), decided at threshold 0 as the pipeline decides. The record keeps each model's F1,
+the mean of the per-question differences (b - a) and its paired bootstrap interval: the models are
+chosen by F1 on these few hundred questions, and a difference inside the interval is a tie.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+
+from variants.qa import with_null_decision
+from variants.results import current_hardware
+from variants.squad import QAExample, load_squad, question_f1
+from variants.train import predict_spans
+
+
+def calibration_titles(folder: str) -> list[str]:
+    """The articles a trained model was calibrated on (left out of its training)."""
+    return json.loads((Path(folder) / "train_config.json").read_text()).get("holdout_titles") or []
+
+
+def per_question_f1(folder: str, examples: list[QAExample], threshold: float = 0.0) -> np.ndarray:
+    """Each question's F1 in percent, the model's answers decided at ``threshold``."""
+    record = json.loads((Path(folder) / "train_config.json").read_text())
+    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    pairs = zip(examples, spans, strict=True)
+    return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
+
+
+def paired_bootstrap(diffs: np.ndarray, rounds: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` percentile interval of the mean of ``diffs``, the questions resampled with replacement."""
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(rounds, len(diffs)))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file")
+    parser.add_argument("--a", required=True, help="the model folder to compare against (train_config.json beside)")
+    parser.add_argument("--b", required=True, help="the model folder compared")
+    parser.add_argument("--rounds", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    titles = calibration_titles(args.a)
+    if not titles or sorted(titles) != sorted(calibration_titles(args.b)):
+        raise SystemExit("the two models must have been calibrated on the same held-out articles")
+    torch.set_num_threads(args.threads)
+    examples = [e for e in load_squad(args.data, split="train") if e.title in titles]
+    started = time.time()
+    a, b = per_question_f1(args.a, examples), per_question_f1(args.b, examples)
+    diffs = b - a
+    low, high = paired_bootstrap(diffs, args.rounds, args.seed)
+    record = {
+        "what": "F1 at threshold 0 on the held-out training articles, model b against model a, the same questions; "
+        "interval: paired bootstrap of the mean per-question difference (b - a), 95%",
+        "data": Path(args.data).name,
+        "titles": titles,
+        "questions": len(examples),
+        "unanswerable": sum(e.is_impossible for e in examples),
+        "a": {"model": args.a, "f1": round(float(a.mean()), 2)},
+        "b": {"model": args.b, "f1": round(float(b.mean()), 2)},
+        "difference": round(float(diffs.mean()), 2),
+        "interval": [round(low, 2), round(high, 2)],
+        "questions_that_differ": int((diffs != 0).sum()),
+        "bootstrap": {"rounds": args.rounds, "seed": args.seed},
+        "hardware": current_hardware(),
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "seconds": round(time.time() - started, 1),
+    }
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({k: record[k] for k in ("a", "b", "difference", "interval")}))
+    return record
+
+
+if __name__ == "__main__":
+    main()
