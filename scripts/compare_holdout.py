@@ -26,18 +26,17 @@ import torch
 from variants.qa import with_null_decision
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad, question_f1
-from variants.train import predict_spans
+from variants.train import predict_spans, training_record
 
 
 def calibration_titles(folder: str) -> list[str]:
     """The articles a trained model was calibrated on (left out of its training)."""
-    return json.loads((Path(folder) / "train_config.json").read_text()).get("holdout_titles") or []
+    return training_record(folder).get("holdout_titles") or []
 
 
 def per_question_f1(folder: str, examples: list[QAExample], threshold: float = 0.0) -> np.ndarray:
     """Each question's F1 in percent, the model's answers decided at ``threshold``."""
-    record = json.loads((Path(folder) / "train_config.json").read_text())
-    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    spans = predict_spans(folder, examples)
     pairs = zip(examples, spans, strict=True)
     return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
 

@@ -26,7 +26,7 @@ import torch
 
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad, squad_v2_scores
-from variants.train import predict_spans, score_spans
+from variants.train import predict_spans, score_spans, training_record
 
 
 def sample(examples: list[QAExample], n: int, seed: int) -> list[QAExample]:
@@ -36,8 +36,7 @@ def sample(examples: list[QAExample], n: int, seed: int) -> list[QAExample]:
 
 def scores_on(folder: str, examples: list[QAExample]) -> dict:
     """Scores at threshold 0 and the answerable questions' best-span F1 of one model."""
-    record = json.loads((Path(folder) / "train_config.json").read_text())
-    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    spans = predict_spans(folder, examples)
     at_zero = score_spans(examples, spans, 0.0)
     answerable = [(e, a) for e, a in zip(examples, spans, strict=True) if not e.is_impossible]
     span_f1 = None
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    records = [json.loads((Path(folder) / "train_config.json").read_text()) for folder in args.models]
+    records = [training_record(folder) for folder in args.models]
     held = sorted({title for r in records for title in r.get("holdout_titles") or []})  # every model's calibration
     trained = [e for e in load_squad(args.data, split="train") if e.title not in held]
     sets = {"training articles": sample(trained, args.questions, args.seed),

@@ -27,6 +27,19 @@ def squad_file(path, n: int = 8, articles: int = 1):
     return path
 
 
+def import_script(name: str):
+    """A module of scripts/ (they are run as files, not installed)."""
+    import importlib  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def qas(n: int, article: int) -> list[dict]:
     qas = []
     for i in range(n):
@@ -191,19 +204,6 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     assert scores["dev"]["no_ans_f1"] is None and 0 <= scores["training articles"]["no_ans_f1"] <= 100
 
 
-def import_script(name: str):
-    """A module of scripts/ (they are run as files, not installed)."""
-    import importlib  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.pop(0)
-
-
 def test_the_paired_bootstrap_interval_holds_the_mean_and_excludes_zero_only_for_a_clear_gain():
     import numpy as np  # noqa: PLC0415
 
@@ -238,7 +238,6 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
 
 
 def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path):
-
     data = squad_file(tmp_path / "d.json", n=8)
     static_int8_probe = import_script("static_int8_probe")
     out = tmp_path / "probe.json"

@@ -125,6 +125,11 @@ def _gold_answers(example: QAExample) -> list[str]:
     return golds or [""]
 
 
+def question_exact(example: QAExample, prediction: str) -> int:
+    """One question's exact match (0 or 1) as the official script scores it: the best over its gold answers."""
+    return max(compute_exact(g, prediction) for g in _gold_answers(example))
+
+
 def question_f1(example: QAExample, prediction: str) -> float:
     """One question's F1 (0 to 1) as the official script scores it: the best over its gold answers."""
     return max(compute_f1(g, prediction) for g in _gold_answers(example))
@@ -195,10 +200,8 @@ def squad_v2_scores(
     exact_raw: dict[str, float] = {}
     f1_raw: dict[str, float] = {}
     for qid, ex in by_id.items():
-        golds = _gold_answers(ex)
-        pred = predictions[qid]
-        exact_raw[qid] = max(compute_exact(g, pred) for g in golds)
-        f1_raw[qid] = question_f1(ex, pred)
+        exact_raw[qid] = question_exact(ex, predictions[qid])
+        f1_raw[qid] = question_f1(ex, predictions[qid])
     has_ans = {qid: bool(ex.answers) for qid, ex in by_id.items()}
 
     def mean(values: list[float]) -> float | None:

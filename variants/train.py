@@ -818,8 +818,17 @@ def recipes_section(folder: Path, record: dict, command: str) -> str:
 CARD = Path(__file__).with_name("model_card.md")  # the template, filled by write_card
 
 
-def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool = False) -> list:
+def training_record(folder: str | Path) -> dict:
+    """A trained model folder's ``train_config.json`` (empty for a folder without one)."""
+    path = Path(folder) / "train_config.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool | None = None) -> list:
     """Each question's best span with its null score, through the engine's decoding path (PyTorch, CPU).
+
+    ``compact`` (default: whether the folder's training record says heads were removed) loads the
+    pruned model with its zeros cut out.
 
     Decoded with ``handle_impossible=False``; :func:`variants.qa.with_null_decision` then gives the
     answers at any null threshold without running the model again.
@@ -830,6 +839,8 @@ def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool =
     from variants.runtime import TorchQAModel  # noqa: PLC0415
     from variants.storage import load_qa_model  # noqa: PLC0415
 
+    if compact is None:
+        compact = "heads_removed" in training_record(folder)
     model = load_qa_model(folder, compacted=compact)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     pairs = [(e.question, e.context) for e in examples]
@@ -868,7 +879,7 @@ def calibrate(folder: str | Path, data: str | Path) -> dict:
     if not titles:
         raise SystemExit(f"{folder} was trained on every article: retrain with --holdout-articles to calibrate")
     examples = [e for e in load_squad(data, split="train") if e.title in titles]
-    spans = predict_spans(folder, examples, compact="heads_removed" in record)
+    spans = predict_spans(folder, examples)
     at_zero = score_spans(examples, spans, 0.0)
     found = at_zero["best_f1_thresh"]
     above = sorted(m for m in (a.null_margin for a in spans) if m > found)
