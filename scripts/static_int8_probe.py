@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
         if base and "latency_ms" in r:
             r["speed_vs_dynamic"] = round(base / r["latency_ms"]["p50"], 3)
     record = {
+        "kind": "static-int8-probe",  # not a benchmark record: the app's record list skips it by this key
         "what": "static INT8 (QDQ MatMuls, min-max calibration) + dynamic QAttention against the shipped dynamic INT8",
         "model": args.model,
         "calibration": {"file": Path(args.calibration).name, "questions": len(calibration), "seed": 0},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants import prune, train
 from variants.qa import CALIBRATED_THRESHOLD
+from variants.record import load_records
 from variants.spec import EMBEDDED_MODELS
 from variants.squad import QAExample
 
@@ -237,7 +239,7 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])
 
 
-def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path):
+def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path, caplog):
     data = squad_file(tmp_path / "d.json", n=8)
     static_int8_probe = import_script("static_int8_probe")
     out = tmp_path / "probe.json"
@@ -253,3 +255,6 @@ def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir
     assert static_ops.get("QuantizeLinear") and static_ops.get("QAttention")  # static MatMuls, dynamic attention
     assert "QuantizeLinear" not in results["int8 dynamic (shipped)"]["operators"]
     assert record["calibration"]["questions"] == 4 and record["data"]["questions"] == 6
+    with caplog.at_level(logging.WARNING, logger="variants.record"):
+        assert load_records(out.parent) == []  # beside benchmark records it is skipped by its kind, quietly
+    assert "probe.json" not in caplog.text

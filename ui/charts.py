@@ -131,8 +131,10 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Fig
         _empty(fig, f"{LATENCY_ONLY.capitalize()}: no F1 to plot<br>(the latency plot beside this one holds)")
     else:
         _empty(fig, "No accuracy and latency numbers yet")
-    title = "Accuracy against speed (up and left is better)" + (f"<br><sup>{esc(view)}</sup>" if view else "")
-    return _chart_layout(fig, title, "median latency per question (ms), bar to p90", "F1 on SQuAD v2 (%)")
+    # Short lines: a phone's plot is ~320 px wide and plotly does not wrap titles.
+    title = "Accuracy against speed<br><sup>up and left is better</sup>"
+    title += f"<br><sup>{esc(view)}</sup>" if view else ""
+    return _chart_layout(fig, title, "median ms per question, bar to p90", "F1 on SQuAD v2 (%)")
 
 
 def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -142,7 +144,7 @@ def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
         xaxis_title=x_title,
         yaxis_title=y_title,
         height=480,
-        margin={"l": 10, "r": 20, "t": 60, "b": 40},
+        margin={"l": 10, "r": 20, "t": 80, "b": 40},
         template="plotly_white",
         legend={"orientation": "h", "yanchor": "top", "y": -0.18, "font": {"size": 11}},
     )
