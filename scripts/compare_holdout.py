@@ -25,7 +25,7 @@ import torch
 
 from variants.qa import with_null_decision
 from variants.results import current_hardware
-from variants.squad import QAExample, load_squad, question_f1
+from variants.squad import QAExample, load_squad, paired_bootstrap, question_f1
 from variants.train import predict_spans, training_record
 
 
@@ -39,15 +39,6 @@ def per_question_f1(folder: str, examples: list[QAExample], threshold: float = 0
     spans = predict_spans(folder, examples)
     pairs = zip(examples, spans, strict=True)
     return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
-
-
-def paired_bootstrap(diffs: np.ndarray, rounds: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """The ``level`` percentile interval of the mean of ``diffs``, the questions resampled with replacement."""
-    rng = np.random.default_rng(seed)
-    means = diffs[rng.integers(0, len(diffs), size=(rounds, len(diffs)))].mean(axis=1)
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 def main(argv: list[str] | None = None) -> dict:

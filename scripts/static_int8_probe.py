@@ -22,13 +22,11 @@ import random
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import (
     CalibrationDataReader,
@@ -41,11 +39,11 @@ from onnxruntime.quantization import (
 
 from variants.export import build_onnx_chain, quantize_int8
 from variants.hardware import int8_settings
-from variants.measure import latency_pass, summarize
-from variants.qa import DecodeSettings, answer_pairs, tokenize
+from variants.probe import graphs_in_turns, speed_against
+from variants.qa import DecodeSettings, tokenize
 from variants.results import current_hardware
-from variants.runtime import OrtQAModel, cpu_threads
-from variants.squad import QAExample, load_squad, squad_v2_scores
+from variants.runtime import cpu_threads
+from variants.squad import QAExample, load_squad
 from variants.storage import load_qa_model
 
 
@@ -98,26 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
         static = static_int8(fp32, Path(tmp) / "static" / "model.onnx", Windows(tokenizer, calibration, names))
         build_s = round(time.time() - started, 1)
         graphs = {"fp32 optimized": fp32, "int8 dynamic (shipped)": dynamic, "int8 static + dynamic attention": static}
-        models = {name: OrtQAModel(path, threads=threads) for name, path in graphs.items()}
-
-        def answerer(m: OrtQAModel):
-            return lambda pairs, _batch: [(a.text, None) for a in answer_pairs(m, tokenizer, pairs)]
-
-        timings = latency_pass({n: answerer(m) for n, m in models.items()}, examples, len(examples), warmup=5)
-        results = {}
-        for name, t in timings.items():
-            if t.error:
-                results[name] = {"error": t.error}
-                continue
-            scores = squad_v2_scores(examples, t.preds)
-            ops = Counter(node.op_type for node in onnx.load(str(models[name].path)).graph.node)
-            results[name] = {"f1_at_zero": round(scores.f1, 2), "latency_ms": summarize(t.times_ms),
-                             "size_mb": round(models[name].size_bytes / 1e6, 1),
-                             "operators": dict(sorted(ops.items()))}  # fmt: skip
-    base = results["int8 dynamic (shipped)"].get("latency_ms", {}).get("p50")
-    for r in results.values():
-        if base and "latency_ms" in r:
-            r["speed_vs_dynamic"] = round(base / r["latency_ms"]["p50"], 3)
+        results, _ = graphs_in_turns(graphs, tokenizer, examples, threads)
+    speed_against(results, "int8 dynamic (shipped)", "speed_vs_dynamic")
     record = {
         "kind": "static-int8-probe",  # not a benchmark record: the app's record list skips it by this key
         "what": "static INT8 (QDQ MatMuls, min-max calibration) + dynamic QAttention against the shipped dynamic INT8",

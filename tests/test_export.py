@@ -11,6 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from onnx import numpy_helper
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from variants import export, hardware, runtime
@@ -165,6 +166,14 @@ def weight_types(path: Path) -> set[str]:
     return {types[n.input[1]] for n in graph.node if n.op_type in ("MatMulInteger", "QAttention")}
 
 
+def max_abs_weight(path: Path) -> int:
+    """The largest |value| among the quantized products' integer weights."""
+    graph = onnx.load(path).graph
+    weights = {n.input[1] for n in graph.node if n.op_type in ("MatMulInteger", "QAttention")}
+    arrays = [numpy_helper.to_array(i).astype(np.int32) for i in graph.initializer if i.name in weights]
+    return max(int(np.abs(a).max()) for a in arrays)
+
+
 # Measured max |INT8 - FP32| / logits' range on the tiny models: 0.026 (s8 weights with VNNI, here on an
 # AMD EPYC), 0.026 (u8 weights on an emulated AVX2-only Haswell, qemu); s8 weights there saturate: 0.19-0.29.
 INT8_TOLERANCE = 0.06
@@ -175,7 +184,7 @@ INT8_TOLERANCE = 0.06
 def test_int8_runs_and_stays_close(
     case: dict, optimized: bool, cpu: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On this CPU's choice, and on the choice for an AVX2-only x86 CPU (u8 weights) forced on any machine."""
+    """On this CPU's choice, and on the choice for an AVX2-only x86 CPU (7-bit s8 weights) forced on any machine."""
     if cpu == "no-vnni":
         monkeypatch.setattr(hardware, "cpu_features", lambda: frozenset({"avx", "avx2", "fma"}))
         monkeypatch.setattr(hardware, "is_x86", lambda: True)
@@ -185,8 +194,9 @@ def test_int8_runs_and_stays_close(
     assert json.loads((tmp_path / "quantization.json").read_text())["weight_type"] == settings.weight_type
     assert weight_types(path) == {"UINT8" if settings.weight_type == "QUInt8" else "INT8"}
     if cpu == "no-vnni":
-        assert settings.weight_type == "QUInt8"
-        assert export.step_options("int8") == {"int8": {"weight_type": "QUInt8", "reduce_range": False}}
+        assert (settings.weight_type, settings.reduce_range) == ("QInt8", True)
+        assert export.step_options("int8") == {"int8": {"weight_type": "QInt8", "reduce_range": True}}
+        assert max_abs_weight(path) <= 64  # 7 bits: u8 x s8 pairs stay inside int16
     ops = op_counts(path)
     assert ops["MatMulInteger"] > 0
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"

@@ -29,24 +29,25 @@ def test_flags_are_read_from_cpuinfo() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flags", "x86", "weight_type"),
+    ("flags", "x86", "int8_format"),
     [
-        ({"avx2", "fma"}, True, "QUInt8"),  # Haswell..Comet Lake: U8S8 would saturate
-        ({"avx2", "avx512f", "avx512bw"}, True, "QUInt8"),  # Skylake-X: the same without VNNI
-        ({"avx2", "avx512f", "avx512_vnni"}, True, "QInt8"),  # Cascade Lake, Zen 4
-        ({"avx2", "avx_vnni"}, True, "QInt8"),  # Alder Lake
-        ({"avx512f", "avx512_vnni", "amx_int8"}, True, "QInt8"),  # Sapphire Rapids
-        (set(), True, "QUInt8"),  # flags unknown (no /proc/cpuinfo): the safe choice
-        (set(), False, "QInt8"),  # ARM: no u8 x s8 saturation
+        ({"avx2", "fma"}, True, "U8S7"),  # Haswell..Comet Lake, Zen 1-3: 8-bit s8 weights would saturate
+        ({"avx2", "avx512f", "avx512bw"}, True, "U8S7"),  # Skylake-X: the same without VNNI
+        ({"avx2", "avx512f", "avx512_vnni"}, True, "U8S8"),  # Cascade Lake, Zen 4
+        ({"avx2", "avx_vnni"}, True, "U8S8"),  # Alder Lake
+        ({"avx512f", "avx512_vnni", "amx_int8"}, True, "U8S8"),  # Sapphire Rapids
+        (set(), True, "U8U8"),  # flags unknown (no /proc/cpuinfo): the safe choice
+        (set(), False, "U8S8"),  # ARM: no u8 x s8 saturation
     ],
 )
 def test_int8_format_follows_the_instruction_set(
-    monkeypatch: pytest.MonkeyPatch, flags: set[str], x86: bool, weight_type: str
+    monkeypatch: pytest.MonkeyPatch, flags: set[str], x86: bool, int8_format: str
 ) -> None:
     force_cpu(monkeypatch, flags, x86)
     settings = hardware.int8_settings()
-    assert (settings.weight_type, settings.reduce_range) == (weight_type, False)
-    assert settings.format == {"QInt8": "U8S8", "QUInt8": "U8U8"}[weight_type]
+    expected = {"U8S8": ("QInt8", False), "U8S7": ("QInt8", True), "U8U8": ("QUInt8", False)}[int8_format]
+    assert (settings.weight_type, settings.reduce_range) == expected
+    assert settings.format == int8_format
     assert settings.reason
 
 
@@ -54,4 +55,4 @@ def test_benchmark_records_carry_the_isa_and_the_int8_choice(monkeypatch: pytest
     force_cpu(monkeypatch, {"sse2", "avx2", "fma", "avx512f"})
     facts = current_hardware()
     assert facts["cpu_isa"] == ["avx2", "fma", "avx512f"]
-    assert facts["int8"]["format"] == "U8U8" and facts["int8"]["reduce_range"] is False
+    assert facts["int8"]["format"] == "U8S7" and facts["int8"]["reduce_range"] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from variants.squad import (
     compute_f1,
     load_squad,
     normalize_answer,
+    paired_bootstrap,
     squad_v2_scores,
 )
 
@@ -241,3 +243,13 @@ def test_matches_official_script(data) -> None:
     assert ours.best_exact_thresh == pytest.approx(reference["best_exact_thresh"])
     assert ours.best_f1 == pytest.approx(reference["best_f1"])
     assert ours.best_f1_thresh == pytest.approx(reference["best_f1_thresh"])
+
+
+def test_the_paired_bootstrap_interval_holds_the_mean_and_excludes_zero_only_for_a_clear_gain() -> None:
+    assert paired_bootstrap(np.zeros(50)) == (0.0, 0.0)
+    noisy = np.array([10.0, -10.0] * 50)  # no gain, much noise
+    low, high = paired_bootstrap(noisy)
+    assert low < 0 < high
+    clear = np.array([5.0] * 90 + [-5.0] * 10)  # mean +4
+    low, high = paired_bootstrap(clear)
+    assert 0 < low < 4 < high

@@ -206,19 +206,6 @@ def test_the_fit_gap_record_scores_each_model_on_training_and_held_out_questions
     assert scores["dev"]["no_ans_f1"] is None and 0 <= scores["training articles"]["no_ans_f1"] <= 100
 
 
-def test_the_paired_bootstrap_interval_holds_the_mean_and_excludes_zero_only_for_a_clear_gain():
-    import numpy as np  # noqa: PLC0415
-
-    compare = import_script("compare_holdout")
-    assert compare.paired_bootstrap(np.zeros(50)) == (0.0, 0.0)
-    noisy = np.array([10.0, -10.0] * 50)  # no gain, much noise
-    low, high = compare.paired_bootstrap(noisy)
-    assert low < 0 < high
-    clear = np.array([5.0] * 90 + [-5.0] * 10)  # mean +4
-    low, high = compare.paired_bootstrap(clear)
-    assert 0 < low < 4 < high
-
-
 def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions(tiny_qa_dir, tmp_path, monkeypatch):
     import shutil  # noqa: PLC0415
 
@@ -237,6 +224,33 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
     (b / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
     with pytest.raises(SystemExit, match="same held-out articles"):
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])
+
+
+def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_articles(tiny_pruned_dir, tmp_path):
+    import shutil  # noqa: PLC0415
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_pruned_dir, model)
+    config = model / "train_config.json"
+    record = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**record, "holdout_titles": ["t1"]}))
+    data = squad_file(tmp_path / "train.json", n=6, articles=3)
+    probe = import_script("int8_format_probe")
+    out = tmp_path / "probe.json"
+    record = probe.main(["--model", str(model), "--data", str(data), "--threads", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "int8-format-probe"
+    assert record["data"]["questions"] == 6 and record["data"]["titles"] == ["t1"]  # one article of three
+    results = record["results"]
+    assert set(results) == {"FP32 (ORT-optimized)", "U8U8", "U8S7", "U8S8"}
+    assert all(r["latency_ms"]["n"] == 6 and 0 <= r["f1_at_zero"] <= 100 for r in results.values())
+    assert results["U8U8"]["speed_vs_U8U8"] == 1.0 and "f1_vs_U8U8" not in results["U8U8"]
+    low, high = results["U8S7"]["f1_vs_U8U8"]["interval_95"]
+    assert low <= results["U8S7"]["f1_vs_U8U8"]["difference"] <= high
+    assert results["U8U8"]["operators"].get("MatMulInteger")
+    assert "MatMulInteger" not in results["FP32 (ORT-optimized)"]["operators"]
+    (model / "train_config.json").write_text(json.dumps({"holdout_titles": []}))
+    with pytest.raises(SystemExit, match="no held-out articles"):
+        probe.main(["--model", str(model), "--data", str(data), "--out", str(out)])
 
 
 def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path, caplog):

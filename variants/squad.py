@@ -15,6 +15,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class QAExample:
@@ -133,6 +135,16 @@ def question_exact(example: QAExample, prediction: str) -> int:
 def question_f1(example: QAExample, prediction: str) -> float:
     """One question's F1 (0 to 1) as the official script scores it: the best over its gold answers."""
     return max(compute_f1(g, prediction) for g in _gold_answers(example))
+
+
+def paired_bootstrap(diffs: np.ndarray, rounds: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` percentile interval of the mean of per-question ``diffs`` (two systems on the same
+    questions), the questions resampled with replacement: a difference inside it is a tie."""
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(rounds, len(diffs)))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 @dataclass
