@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import onnxruntime as ort
 from transformers import AutoTokenizer
 
-from variants.export import build_onnx_chain, quantize_int8
+from variants.export import build_onnx_chain, quantize_int8, quantized_weights
 from variants.hardware import Int8Settings, int8_settings
 from variants.probe import graphs_in_turns, speed_against
 from variants.results import current_hardware
@@ -56,6 +57,10 @@ def main(argv: list[str] | None = None) -> dict:
     if not titles:
         raise SystemExit(f"{args.model}: its training record names no held-out articles")
     examples = [e for e in load_squad(args.data, split="train") if e.title in titles][: args.limit or None]
+    if not examples:
+        raise SystemExit(
+            f"{args.data} has no questions of {args.model}'s held-out articles {titles}: pass its training file"
+        )
     threads = args.threads or cpu_threads()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = load_qa_model(args.model, compacted=True)
@@ -65,6 +70,9 @@ def main(argv: list[str] | None = None) -> dict:
         graphs = {"FP32 (ORT-optimized)": fp32}
         graphs |= {name: quantize_int8(fp32, Path(tmp) / name, settings=s) for name, s in FORMATS.items()}
         results, per_question = graphs_in_turns(graphs, tokenizer, examples, threads)
+        for name in FORMATS:
+            if "error" not in results[name]:
+                results[name]["weights"] = quantized_weights(graphs[name])
     speed_against(results, REFERENCE, f"speed_vs_{REFERENCE}")
     for name, f1 in per_question.items():
         if name != REFERENCE and REFERENCE in per_question:
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "formats": {name: s.as_dict() for name, s in FORMATS.items()},
         "this_cpu_builds": int8_settings().as_dict(),
-        "settings": {"threads": threads, "batch": 1, "null_threshold": 0.0},
+        "settings": {"threads": threads or f"all cores ({os.cpu_count()})", "batch": 1, "null_threshold": 0.0},
         "results": results,
         "seconds": round(time.time() - started, 1),
         "hardware": current_hardware(),

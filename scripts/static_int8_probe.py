@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -104,7 +105,12 @@ def main(argv: list[str] | None = None) -> dict:
         "model": args.model,
         "calibration": {"file": Path(args.calibration).name, "questions": len(calibration), "seed": 0},
         "data": {"file": Path(args.data).name, "questions": len(examples), "seed": 0},
-        "settings": {"threads": threads, "batch": 1, "null_threshold": 0.0, "int8": int8_settings().as_dict()},
+        "settings": {
+            "threads": threads or f"all cores ({os.cpu_count()})",
+            "batch": 1,
+            "null_threshold": 0.0,
+            "int8": int8_settings().as_dict(),
+        },
         "results": results,
         "build_seconds": build_s,
         "hardware": current_hardware(),

@@ -246,6 +246,10 @@ def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_article
     assert results["U8U8"]["speed_vs_U8U8"] == 1.0 and "f1_vs_U8U8" not in results["U8U8"]
     low, high = results["U8S7"]["f1_vs_U8U8"]["interval_95"]
     assert low <= results["U8S7"]["f1_vs_U8U8"]["difference"] <= high
+    assert results["U8U8"]["weights"]["types"] == ["UINT8"]
+    assert results["U8S7"]["weights"]["types"] == ["INT8"] and results["U8S7"]["weights"]["max_abs"] <= 64
+    assert results["U8S8"]["weights"]["types"] == ["INT8"] and results["U8S8"]["weights"]["max_abs"] > 64
+    assert record["settings"]["threads"] == 1
     assert results["U8U8"]["operators"].get("MatMulInteger")
     assert "MatMulInteger" not in results["FP32 (ORT-optimized)"]["operators"]
     (model / "train_config.json").write_text(json.dumps({"holdout_titles": []}))

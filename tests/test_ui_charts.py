@@ -94,10 +94,15 @@ def test_a_random_weight_variant_beside_real_ones_gets_no_f1(record) -> None:
     assert table["F1"].notna().sum() == len(mixed.variants) - 1
 
 
-def test_the_benchmark_charts_titles_fit_a_phone(record) -> None:
+def test_the_chart_titles_fit_a_phone(engine, record) -> None:
     """Plotly does not wrap titles: on a phone (~320 px of plot) a title or axis line longer than about
     40 characters at full size is cut off. Lines in <sup> (the accuracy view) are drawn smaller."""
-    for fig in (accuracy_figure(record_frame(record), no_answer_floor(record), "view"), seq_len_figure(record)):
+    figures = (
+        accuracy_figure(record_frame(record), no_answer_floor(record), "view"),
+        seq_len_figure(record),
+        latency_figure(engine, [], {}),  # the Ask tab's
+    )
+    for fig in figures:
         lines = [*fig.layout.title.text.split("<br>"), fig.layout.xaxis.title.text, fig.layout.yaxis.title.text]
-        full_size = [line for line in lines if not line.startswith("<sup>")]
+        full_size = [line for line in lines if line and not line.startswith("<sup>")]
         assert full_size and all(len(line) <= 40 for line in full_size), full_size

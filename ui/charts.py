@@ -56,7 +56,10 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
     else:
         _empty(fig, "Latencies appear here as each variant answers")
     fig.update_layout(
-        title={"text": "Median latency for this question, whisker = fastest to slowest run", "font": {"size": 13}},
+        title={
+            "text": "Median latency, this question<br><sup>whisker: fastest to slowest run</sup>",
+            "font": {"size": 13},
+        },
         xaxis={"title": "milliseconds", "rangemode": "tozero"},
         yaxis={"autorange": "reversed", "automargin": True},
         height=max(220, 70 + 42 * max(len(rows), 3)),

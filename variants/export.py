@@ -203,8 +203,8 @@ def quantize_int8(src: Path, out_dir: Path, *, per_channel: bool = True, setting
 
     MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention). ``per_channel``
     (one scale per output column) is more accurate. ``settings`` (default: this CPU's,
-    :func:`variants.hardware.int8_settings`) picks s8 or u8 weights: s8 would saturate on x86 CPUs
-    without VNNI. ``out_dir/quantization.json`` records the choice.
+    :func:`variants.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8 weights:
+    8-bit s8 would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the choice.
     """
     settings = settings or int8_settings()
     out = Path(out_dir) / ONNX_NAME
@@ -224,6 +224,18 @@ def quantize_int8(src: Path, out_dir: Path, *, per_channel: bool = True, setting
     (out.parent / "quantization.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     log.info("quantized %s to INT8 (%s, per_channel=%s)", src, settings.format, per_channel)
     return out
+
+
+def quantized_weights(path: Path) -> dict[str, Any]:
+    """The integer weights of a quantized graph's products (``MatMulInteger`` / ``QAttention``): their
+    element types and largest stored |value| (at most 64 for 7-bit s8 weights), for tests and records."""
+    graph = onnx.load(str(path)).graph
+    names = {n.input[1] for n in graph.node if n.op_type in ("MatMulInteger", "QAttention")}
+    weights = [i for i in graph.initializer if i.name in names]
+    return {
+        "types": sorted({onnx.TensorProto.DataType.Name(i.data_type) for i in weights}),
+        "max_abs": max((int(np.abs(onnx.numpy_helper.to_array(i).astype(np.int32)).max()) for i in weights), default=0),
+    }
 
 
 def step_options(step: str, for_gpu: bool = False) -> dict[str, Any]:

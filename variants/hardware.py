@@ -7,12 +7,13 @@ products into a saturating int16: large activations times large weights clip, an
 (``vpdpbusd``: AVX512-VNNI, AVX-VNNI, AMX) accumulates in int32 and never saturates. So:
 
 * with VNNI, or off x86: s8 weights (``QInt8``, "U8S8"), the fastest and ORT's default;
-* on x86 without VNNI: s8 weights in 7 bits (``QInt8`` with ``reduce_range``, "U8S7"). A u8 x s7
-  pair adds to at most 2 x 255 x 64 = 32,640, inside int16, so nothing saturates, and the fast
-  u8 x s8 kernel still runs. Measured on the shipped pruned MiniLM, 862 held-out training questions,
-  AMD EPYC with AVX2 only (``scripts/int8_format_probe.py``, its record in ``assets/results/``):
-  1.16x the speed of u8 weights at the same F1 (+0.5, paired 95% interval -1.0 to +2.0). Its drift
-  on the tiny test model was 1.3-1.7x that of u8 weights, within the INT8 tests' tolerance;
+* on x86 without VNNI: s8 weights in 7 bits (``QInt8`` with ``reduce_range``: |w| <= 64, "U8S7").
+  A pair of u8 x s7 products adds to at most 2 x 255 x 64 = 32,640 in size, inside int16, so
+  nothing saturates, and the fast u8 x s8 kernel still runs. Measured on the shipped pruned
+  MiniLM, 862 held-out training questions, AMD EPYC with AVX2 only
+  (``scripts/int8_format_probe.py``, its record in ``assets/results/``): 1.15x the speed of u8
+  weights at the same F1 (+0.5, paired 95% interval -1.0 to +2.0). Its drift on the tiny test
+  models is 0.018-0.044 of the logits' range, within the INT8 tests' 0.06;
 * when the flags cannot be read: u8 weights (``QUInt8``, "U8U8"), whose kernels widen to int16
   before multiplying, so nothing saturates on any x86 CPU.
 
@@ -75,8 +76,8 @@ def has_vnni() -> bool:
 class Int8Settings:
     """How :func:`variants.export.quantize_int8` quantizes weights, and why."""
 
-    weight_type: str  # "QInt8" (U8S8) or "QUInt8" (U8U8), names of onnxruntime.quantization.QuantType
-    reduce_range: bool  # 7-bit weights
+    weight_type: str  # "QInt8" (s8) or "QUInt8" (u8), names of onnxruntime.quantization.QuantType
+    reduce_range: bool  # weights in [-64, 64] (ORT's "7-bit"); ``format`` names the combination
     reason: str
 
     @property
