@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def graphs_in_turns(
     """
     models = {name: OrtQAModel(path, threads=threads) for name, path in graphs.items()}
 
-    def answerer(model: OrtQAModel):
+    def answerer(model: OrtQAModel) -> Callable[[list[tuple[str, str]], int], list[tuple[str, None]]]:
         return lambda pairs, _batch: [(a.text, None) for a in answer_pairs(model, tokenizer, pairs)]
 
     timings = latency_pass({n: answerer(m) for n, m in models.items()}, examples, len(examples), warmup=warmup)
