@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants import prune, train
-from variants.qa import CALIBRATED_THRESHOLD
+from variants.qa import CALIBRATED_THRESHOLD, Answer
 from variants.record import load_records
 from variants.spec import EMBEDDED_MODELS
 from variants.squad import QAExample
@@ -276,3 +276,20 @@ def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir
     with caplog.at_level(logging.WARNING, logger="variants.record"):
         assert load_records(out.parent) == []  # beside benchmark records it is skipped by its kind, quietly
     assert "probe.json" not in caplog.text
+
+
+def test_scores_at_a_threshold_say_what_share_of_the_answerable_questions_got_an_answer():
+    examples = [
+        QAExample("a", "q", "Paris is big.", ("Paris",), (0,)),
+        QAExample("b", "q", "Rome is old.", ("Rome",), (0,)),
+        QAExample("c", "q", "Nothing here.", (), ()),
+    ]
+    span = {  # the null score against the span score: ln(0.1 / 0.9) < 0 answers at 0, ln(0.8 / 0.2) > 0 does not
+        "a": Answer("Paris", 0, 5, 0.9, 0.9, 0.1),
+        "b": Answer("Rome", 0, 4, 0.2, 0.2, 0.8),
+        "c": Answer("Nothing", 0, 7, 0.2, 0.2, 0.8),
+    }
+    spans = [span[e.id] for e in examples]
+    at_zero = train.score_spans(examples, spans, 0.0)
+    assert at_zero["has_ans_answered"] == 50.0 and at_zero["f1"] == pytest.approx(200 / 3)
+    assert train.score_spans(examples, spans, 2.0)["has_ans_answered"] == 100.0  # a wide margin answers everything

@@ -855,6 +855,9 @@ def score_spans(examples: list[QAExample], spans: list, threshold: float) -> dic
 
     decided = {e.id: with_null_decision(a, threshold).text for e, a in zip(examples, spans, strict=True)}
     scores = squad_v2_scores(examples, decided).as_dict()
+    answerable = [e for e in examples if not e.is_impossible]
+    if answerable:  # % of the answerable questions given an answer, as the bench records it
+        scores["has_ans_answered"] = round(100.0 * sum(bool(decided[e.id]) for e in answerable) / len(answerable), 2)
     every_span = {e.id: a.text for e, a in zip(examples, spans, strict=True)}
     margins = {e.id: a.null_margin for e, a in zip(examples, spans, strict=True)}
     best = squad_v2_scores(examples, every_span, margins).as_dict()
@@ -919,7 +922,7 @@ def evaluate_folder(folder: str | Path, data: str | Path, compact: bool = False)
     seconds = time.time() - started
     scores = score_spans(examples, spans, threshold)
     at_zero = score_spans(examples, spans, 0.0)
-    scores.update({f"{k}_at_zero": at_zero[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1")})
+    scores.update({f"{k}_at_zero": at_zero[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "has_ans_answered")})
     scores["null_threshold"] = threshold
     scores["all_null_f1"] = squad_v2_scores(examples, {e.id: "" for e in examples}).f1
     return scores, seconds
