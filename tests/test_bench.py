@@ -338,6 +338,20 @@ def test_pick_record_prefers_this_hardware_then_newest():
     assert results.pick_record([quick], hardware=here) is quick
 
 
+def test_pick_record_prefers_a_record_of_this_cpus_int8_format():
+    """One CPU model comes with and without VNNI, and the INT8 variant differs between them."""
+    avx2 = {"cpu": "AMD EPYC", "usable_cores": 2, "int8": {"format": "U8S7"}}
+    vnni = {"cpu": "AMD EPYC", "usable_cores": 2, "int8": {"format": "U8S8"}}
+    records = [
+        {"created": "2026-01-02T00:00:00Z", "device": "cpu", "hardware": vnni, "variants": []},
+        {"created": "2026-01-01T00:00:00Z", "device": "cpu", "hardware": avx2, "variants": []},
+    ]
+    assert results.pick_record(records, hardware=avx2)["hardware"] is avx2
+    assert results.pick_record(records, hardware=vnni)["hardware"] is vnni
+    unknown = {"cpu": "AMD EPYC", "usable_cores": 2, "int8": {"format": "U8U8"}}
+    assert results.pick_record(records, hardware=unknown)["hardware"] is vnni  # same CPU: the newest
+
+
 def test_current_hardware_and_slugs():
     hw = results.current_hardware()
     assert {"cpu", "cores", "memory_gb", "gpu", "gpu_count", "cpu_slug"} <= set(hw)

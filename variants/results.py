@@ -184,7 +184,9 @@ def load_records(folder: str | Path | None = None) -> list[Record]:
 def pick_record(records: list, device: str | None = None, hardware: dict[str, Any] | None = None):
     """The newest record for this hardware (and ``device`` kind if given), else the newest one.
 
-    Preference: same device kind and hardware, then same device kind, then same hardware, then any;
+    Preference: same device kind, hardware and INT8 weight format (one CPU model ships with and without
+    VNNI, which changes the INT8 variant), then same device kind and hardware, then same device kind,
+    then same hardware, then any;
     at each level full runs before quick ones (``kind`` "quick"), then the newest. ``records`` are
     :class:`~variants.record.Record` objects or their JSON dicts; the one picked is returned as given.
     ``hardware`` defaults to :func:`current_hardware`.
@@ -198,7 +200,11 @@ def pick_record(records: list, device: str | None = None, hardware: dict[str, An
     def kind_ok(r: Record) -> bool:
         return device is None or device_kind(r.device) == device_kind(device)
 
+    def int8_format(hw: dict[str, Any] | None) -> str | None:
+        return ((hw or {}).get("int8") or {}).get("format")
+
     for test in (
+        lambda r: kind_ok(r) and same_hardware(r, hardware) and int8_format(r.hardware) == int8_format(hardware),
         lambda r: kind_ok(r) and same_hardware(r, hardware),
         kind_ok,
         lambda r: same_hardware(r, hardware),
