@@ -43,7 +43,7 @@ from variants.record import PEER, AccuracyView, LatencyStats, Record, VariantEnt
 from variants.replica import LATENCY_ONLY
 from variants.results import RESULTS_DIR, current_hardware, hardware_slug
 from variants.spec import ASSETS
-from variants.squad import QAExample, load_squad, normalize_answer, squad_v2_scores
+from variants.squad import QAExample, answered_share, load_squad, normalize_answer, squad_v2_scores
 
 log = logging.getLogger("variants.bench")
 
@@ -385,9 +385,7 @@ def accuracy_views(
 
 def _view(examples: list[QAExample], preds: dict[str, str], threshold: float) -> AccuracyView:
     view = AccuracyView.from_scores(squad_v2_scores(examples, preds).as_dict(), threshold)
-    answerable = [e for e in examples if not e.is_impossible]
-    if answerable:  # what a person asking answerable questions sees: an answer, or a refusal
-        view.has_ans_answered = round(100.0 * sum(bool(preds.get(e.id)) for e in answerable) / len(answerable), 2)
+    view.has_ans_answered = answered_share(examples, preds)  # what a person asking answerable questions sees
     return view
 
 

@@ -137,6 +137,14 @@ def question_f1(example: QAExample, prediction: str) -> float:
     return max(compute_f1(g, prediction) for g in _gold_answers(example))
 
 
+def answered_share(examples: list[QAExample], predictions: dict[str, str]) -> float | None:
+    """Percent of the answerable questions given an answer (not "no answer"); None without any."""
+    answerable = [e for e in examples if not e.is_impossible]
+    if not answerable:
+        return None
+    return round(100.0 * sum(bool(predictions.get(e.id)) for e in answerable) / len(answerable), 2)
+
+
 def paired_bootstrap(diffs: np.ndarray, rounds: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """The ``level`` percentile interval of the mean of per-question ``diffs`` (two systems on the same
     questions), the questions resampled with replacement: a difference inside it is a tie."""

@@ -851,13 +851,11 @@ def score_spans(examples: list[QAExample], spans: list, threshold: float) -> dic
     """SQuAD v2 scores of ``spans`` decided at ``threshold``. The best_* scores search the threshold on the
     same questions over every span (na_prob = ln(null / span), so best_f1_thresh is a null threshold)."""
     from variants.qa import with_null_decision  # noqa: PLC0415
-    from variants.squad import squad_v2_scores  # noqa: PLC0415
+    from variants.squad import answered_share, squad_v2_scores  # noqa: PLC0415
 
     decided = {e.id: with_null_decision(a, threshold).text for e, a in zip(examples, spans, strict=True)}
     scores = squad_v2_scores(examples, decided).as_dict()
-    answerable = [e for e in examples if not e.is_impossible]
-    if answerable:  # % of the answerable questions given an answer, as the bench records it
-        scores["has_ans_answered"] = round(100.0 * sum(bool(decided[e.id]) for e in answerable) / len(answerable), 2)
+    scores["has_ans_answered"] = answered_share(examples, decided)
     every_span = {e.id: a.text for e, a in zip(examples, spans, strict=True)}
     margins = {e.id: a.null_margin for e, a in zip(examples, spans, strict=True)}
     best = squad_v2_scores(examples, every_span, margins).as_dict()
