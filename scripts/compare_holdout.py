@@ -7,7 +7,8 @@
 Both models answer the same held-out questions (the articles ``--a`` was calibrated on, which must
 be ``--b``'s too), decided at threshold 0 as the pipeline decides. The record keeps each model's F1,
 the mean of the per-question differences (b - a) and its paired bootstrap interval: the models are
-chosen by F1 on these few hundred questions, and a difference inside the interval is a tie.
+chosen by F1 on these few hundred questions, and a difference inside the interval is a tie. Its
+``views`` say what the difference is made of (answerable against unanswerable questions, best-span F1).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 from variants.qa import with_null_decision
 from variants.results import current_hardware
 from variants.squad import QAExample, load_squad, paired_bootstrap, question_f1
-from variants.train import predict_spans, training_record
+from variants.train import predict_spans, training_record, views_at_zero
 
 
 def calibration_titles(folder: str) -> list[str]:
@@ -34,9 +35,8 @@ def calibration_titles(folder: str) -> list[str]:
     return training_record(folder).get("holdout_titles") or []
 
 
-def per_question_f1(folder: str, examples: list[QAExample], threshold: float = 0.0) -> np.ndarray:
+def per_question_f1(examples: list[QAExample], spans: list, threshold: float = 0.0) -> np.ndarray:
     """Each question's F1 in percent, the model's answers decided at ``threshold``."""
-    spans = predict_spans(folder, examples)
     pairs = zip(examples, spans, strict=True)
     return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     examples = [e for e in load_squad(args.data, split="train") if e.title in titles]
     started = time.time()
-    a, b = per_question_f1(args.a, examples), per_question_f1(args.b, examples)
+    spans = {name: predict_spans(folder, examples) for name, folder in (("a", args.a), ("b", args.b))}
+    a, b = (per_question_f1(examples, spans[name]) for name in ("a", "b"))
     diffs = b - a
     low, high = paired_bootstrap(diffs, args.rounds, args.seed)
     record = {
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> dict:
         "unanswerable": sum(e.is_impossible for e in examples),
         "a": {"model": args.a, "f1": round(float(a.mean()), 2)},
         "b": {"model": args.b, "f1": round(float(b.mean()), 2)},
+        # what the F1 difference is made of: answerable and unanswerable questions at 0, best F1 over thresholds,
+        # and span_f1, the answerable questions' best span whatever the null decision (reading, apart from answering)
+        "views": {name: views_at_zero(examples, spans[name]) for name in ("a", "b")},
         "difference": round(float(diffs.mean()), 2),
         "interval": [round(low, 2), round(high, 2)],
         "questions_that_differ": int((diffs != 0).sum()),

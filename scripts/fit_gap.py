@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 
 from variants.results import current_hardware
-from variants.squad import QAExample, load_squad, squad_v2_scores
-from variants.train import predict_spans, score_spans, training_record
+from variants.squad import QAExample, load_squad
+from variants.train import predict_spans, training_record, views_at_zero
 
 
 def sample(examples: list[QAExample], n: int, seed: int) -> list[QAExample]:
@@ -36,15 +36,7 @@ def sample(examples: list[QAExample], n: int, seed: int) -> list[QAExample]:
 
 def scores_on(folder: str, examples: list[QAExample]) -> dict:
     """Scores at threshold 0 and the answerable questions' best-span F1 of one model."""
-    spans = predict_spans(folder, examples)
-    at_zero = score_spans(examples, spans, 0.0)
-    answerable = [(e, a) for e, a in zip(examples, spans, strict=True) if not e.is_impossible]
-    span_f1 = None
-    if answerable:
-        span_f1 = squad_v2_scores([e for e, _ in answerable], {e.id: a.text for e, a in answerable}).f1
-    keep = ("f1", "has_ans_f1", "no_ans_f1", "best_f1")
-    rounded = {k: None if at_zero.get(k) is None else round(at_zero[k], 2) for k in keep}  # a sample may lack a kind
-    return {**rounded, "span_f1": None if span_f1 is None else round(span_f1, 2)}
+    return views_at_zero(examples, predict_spans(folder, examples))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -221,6 +221,8 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
     assert json.loads(out.read_text()) == record
     assert record["questions"] == 8 and record["unanswerable"] == 2 and record["titles"] == ["t1"]
     assert record["a"]["f1"] == record["b"]["f1"] and record["difference"] == 0 and record["interval"] == [0, 0]
+    assert record["views"]["a"] == record["views"]["b"] and record["views"]["a"]["f1"] == record["a"]["f1"]
+    assert all(0 <= record["views"]["a"][k] <= 100 for k in ("has_ans_f1", "no_ans_f1", "best_f1", "span_f1"))
     (b / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
     with pytest.raises(SystemExit, match="same held-out articles"):
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])

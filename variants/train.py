@@ -863,6 +863,22 @@ def score_spans(examples: list[QAExample], spans: list, threshold: float) -> dic
     return scores
 
 
+def views_at_zero(examples: list[QAExample], spans: list) -> dict:
+    """F1, HasAns F1, NoAns F1 and best F1 at threshold 0, rounded, with ``span_f1``: the answerable
+    questions' F1 of the best span whatever the null decision (what a model reads, apart from when it
+    answers). A view the questions lack (no unanswerable ones, say) is None."""
+    from variants.squad import squad_v2_scores  # noqa: PLC0415
+
+    at_zero = score_spans(examples, spans, 0.0)
+    answerable = [(e, a) for e, a in zip(examples, spans, strict=True) if not e.is_impossible]
+    span_f1 = None
+    if answerable:
+        span_f1 = squad_v2_scores([e for e, _ in answerable], {e.id: a.text for e, a in answerable}).f1
+    keep = ("f1", "has_ans_f1", "no_ans_f1", "best_f1")
+    rounded = {k: None if at_zero.get(k) is None else round(at_zero[k], 2) for k in keep}
+    return {**rounded, "span_f1": None if span_f1 is None else round(span_f1, 2)}
+
+
 def calibrate(folder: str | Path, data: str | Path) -> dict:
     """The null threshold that maximizes F1 on the folder's held-out training articles, written into its
     config.json (where the engine reads it) and train_config.json.
