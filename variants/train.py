@@ -864,9 +864,9 @@ def score_spans(examples: list[QAExample], spans: list, threshold: float) -> dic
 
 
 def views_at_zero(examples: list[QAExample], spans: list) -> dict:
-    """F1, HasAns F1 and NoAns F1 at threshold 0 and best F1 over thresholds, rounded, with ``span_f1``: the answerable
-    questions' F1 of the best span whatever the null decision (what a model reads, apart from when it
-    answers). A view the questions lack (no unanswerable ones, say) is None."""
+    """F1, HasAns F1 and NoAns F1 at threshold 0 and best F1 over thresholds, rounded, with ``span_f1``:
+    the answerable questions' F1 of the best span whatever the null decision (what a model reads, apart
+    from when it answers). A view the questions lack (no unanswerable ones, say) is None."""
     from variants.squad import squad_v2_scores  # noqa: PLC0415
 
     at_zero = score_spans(examples, spans, 0.0)
