@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from test_train import squad_file
 from transformers import AutoModelForQuestionAnswering
 
-from variants import distill, prune, storage, train
+from variants import distill, prune, recipes, storage, train
 from variants.checkpoint import Checkpointer, Interrupted
 from variants.engine import load_engine
 from variants.spec import VariantSpec
@@ -358,3 +358,26 @@ def test_the_engine_runs_a_compact_store_as_it_runs_the_dense_folder(tiny_qa_dir
     for name in dense:
         for a, b in zip(compact[name], dense[name], strict=True):
             np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_a_speed_measured_on_a_busy_cpu_says_so_in_the_recipes_table():
+    row = {
+        "recipe": "oneshot",
+        "f1": 46.6,
+        "has_ans_f1": 52.2,
+        "no_ans_f1": 41.6,
+        "best_f1": 56.4,
+        "heads_removed": 29,
+        "tokens": 384,
+        "baseline_ms": 251.3,
+        "pruned_ms": 122.8,
+        "rounds": 15,
+        "speed_hardware": "AMD EPYC, 2 cores",
+        "training_minutes": 115,
+        "training_hardware": "AMD EPYC, 2 threads",
+    }
+    idle = row | {"speedup": 2.19, "speedup_iqr": [2.19, 2.21]}  # an idle CPU: the middle half within 1%
+    busy = row | {"speedup": 2.05, "speedup_iqr": [1.84, 3.13]}  # beside a training run
+    assert not recipes.measured_busy(idle) and recipes.measured_busy(busy)
+    idle_line, busy_line = recipes.table([idle, busy]).splitlines()[2:]
+    assert "busy" not in idle_line and "1.84-3.13x, too wide: the CPU was busy, measure again" in busy_line

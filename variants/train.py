@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -799,6 +800,9 @@ def recipes_section(folder: Path, record: dict, command: str) -> str:
 
     cfg = record["config"]
     speed = recipes.speedup_at_384(folder, cfg["teacher"])
+    if recipes.measured_busy(speed):
+        print(f"warning: the speed pairs spread {speed['speedup_iqr']} around {speed['speedup']}x: the CPU was "
+              "busy; run `train card` again on an idle one", file=sys.stderr, flush=True)  # fmt: skip
     rows = recipes.update(folder, recipes.row_for(record, recipe_name(cfg), command, speed))
     teacher = Path(cfg["teacher"]) / "train_config.json"
     base = json.loads(teacher.read_text()).get("evaluation") if teacher.is_file() else None
