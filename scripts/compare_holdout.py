@@ -41,6 +41,11 @@ def per_question_f1(examples: list[QAExample], spans: list, threshold: float = 0
     return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
 
 
+def per_question_span_f1(examples: list[QAExample], spans: list, which: list[int]) -> np.ndarray:
+    """The F1 in percent of the best span of each question in ``which``, whatever the null decision."""
+    return np.array([100 * question_f1(examples[i], spans[i].text) for i in which])
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file")
@@ -56,11 +61,18 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("the two models must have been calibrated on the same held-out articles")
     torch.set_num_threads(args.threads)
     examples = [e for e in load_squad(args.data, split="train") if e.title in titles]
+    if not examples:
+        raise SystemExit(f"{args.data} has none of the held-out articles {titles}: pass the models' training file")
     started = time.time()
     spans = {name: predict_spans(folder, examples) for name, folder in (("a", args.a), ("b", args.b))}
     a, b = (per_question_f1(examples, spans[name]) for name in ("a", "b"))
     diffs = b - a
     low, high = paired_bootstrap(diffs, args.rounds, args.seed)
+    answerable = [i for i, e in enumerate(examples) if not e.is_impossible]
+    reading = per_question_span_f1(examples, spans["b"], answerable) - per_question_span_f1(
+        examples, spans["a"], answerable
+    )
+    reading_low, reading_high = paired_bootstrap(reading, args.rounds, args.seed)
     record = {
         "what": "F1 at threshold 0 on the held-out training articles, model b against model a, the same questions; "
         "interval: paired bootstrap of the mean per-question difference (b - a), 95%",
@@ -76,6 +88,11 @@ def main(argv: list[str] | None = None) -> dict:
         "difference": round(float(diffs.mean()), 2),
         "interval": [round(low, 2), round(high, 2)],
         "questions_that_differ": int((diffs != 0).sum()),
+        "span_f1_difference": {  # reading alone: the answerable questions' best spans, b - a, the same bootstrap
+            "questions": len(answerable),
+            "difference": round(float(reading.mean()), 2),
+            "interval": [round(reading_low, 2), round(reading_high, 2)],
+        },
         "bootstrap": {"rounds": args.rounds, "seed": args.seed},
         "hardware": current_hardware(),
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},

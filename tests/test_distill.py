@@ -360,7 +360,7 @@ def test_the_engine_runs_a_compact_store_as_it_runs_the_dense_folder(tiny_qa_dir
             np.testing.assert_allclose(a, b, atol=1e-4)
 
 
-def test_a_speed_measured_on_a_busy_cpu_says_so_in_the_recipes_table():
+def test_a_speed_measured_on_a_busy_cpu_says_so_and_keeps_an_idle_one(tmp_path):
     row = {
         "recipe": "oneshot",
         "f1": 46.6,
@@ -381,3 +381,6 @@ def test_a_speed_measured_on_a_busy_cpu_says_so_in_the_recipes_table():
     assert not recipes.measured_busy(idle) and recipes.measured_busy(busy)
     idle_line, busy_line = recipes.table([idle, busy]).splitlines()[2:]
     assert "busy" not in idle_line and "1.84-3.13x, too wide: the CPU was busy, measure again" in busy_line
+    recipes.update(tmp_path, idle)  # a card made again on a busy CPU keeps the idle speed, and its new scores
+    assert recipes.update(tmp_path, busy | {"f1": 47.0}) == [idle | {"f1": 47.0}]
+    assert recipes.update(tmp_path, busy | {"recipe": "other"})[1] == busy | {"recipe": "other"}

@@ -223,6 +223,10 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
     assert record["a"]["f1"] == record["b"]["f1"] and record["difference"] == 0 and record["interval"] == [0, 0]
     assert record["views"]["a"] == record["views"]["b"] and record["views"]["a"]["f1"] == record["a"]["f1"]
     assert all(0 <= record["views"]["a"][k] <= 100 for k in ("has_ans_f1", "no_ans_f1", "best_f1", "span_f1"))
+    assert record["span_f1_difference"] == {"questions": 6, "difference": 0, "interval": [0, 0]}  # the answerable
+    elsewhere = squad_file(tmp_path / "other.json", n=4, articles=1)  # article t0 only
+    with pytest.raises(SystemExit, match="none of the held-out articles"):
+        compare.main(["--data", str(elsewhere), "--a", str(a), "--b", str(b), "--out", str(out)])
     (b / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
     with pytest.raises(SystemExit, match="same held-out articles"):
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])

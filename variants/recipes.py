@@ -108,10 +108,19 @@ def _this_cpu() -> str:
     return f"{hw.get('cpu')}, {hw.get('cores')} cores"
 
 
+SPEED_FIELDS = ("tokens", "baseline_ms", "pruned_ms", "speedup", "rounds", "speedup_iqr", "speed_hardware")
+
+
 def update(folder: str | Path, row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Add ``row`` to the folder's recipes file, replacing the row of the same recipe; returns all rows."""
+    """Add ``row`` to the folder's recipes file, replacing the row of the same recipe; returns all rows.
+
+    A speed measured on a busy CPU does not replace one of the same recipe measured on an idle one.
+    """
     path = Path(folder) / FILE
     rows = json.loads(path.read_text()) if path.is_file() else []
+    earlier = next((r for r in rows if r["recipe"] == row["recipe"] and "speedup" in r), None)
+    if earlier and measured_busy(row) and not measured_busy(earlier):
+        row = row | {k: earlier[k] for k in SPEED_FIELDS if k in earlier}
     rows = [r for r in rows if r["recipe"] != row["recipe"]] + [row]
     path.write_text(json.dumps(rows, indent=1))
     return rows

@@ -802,7 +802,8 @@ def recipes_section(folder: Path, record: dict, command: str) -> str:
     speed = recipes.speedup_at_384(folder, cfg["teacher"])
     if recipes.measured_busy(speed):
         print(f"warning: the speed pairs spread {speed['speedup_iqr']} around {speed['speedup']}x: the CPU was "
-              "busy; run `train card` again on an idle one", file=sys.stderr, flush=True)  # fmt: skip
+              "busy: an earlier idle measurement of this recipe is kept, else run `train card` again on an idle CPU",
+              file=sys.stderr, flush=True)  # fmt: skip
     rows = recipes.update(folder, recipes.row_for(record, recipe_name(cfg), command, speed))
     teacher = Path(cfg["teacher"]) / "train_config.json"
     base = json.loads(teacher.read_text()).get("evaluation") if teacher.is_file() else None
