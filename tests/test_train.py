@@ -232,6 +232,32 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])
 
 
+def test_the_teacher_gap_is_zero_for_the_teacher_and_compares_students_question_by_question(
+    tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch
+):
+    import shutil  # noqa: PLC0415
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
+    gap = import_script("teacher_gap")
+    same, other = tmp_path / "same", tmp_path / "other"
+    for folder, source in ((same, tiny_qa_dir), (other, tiny_pruned_dir)):
+        shutil.copytree(source, folder)
+        (folder / "train_config.json").write_text(json.dumps({"holdout_titles": ["t1"]}))
+    data = squad_file(tmp_path / "train.json", n=8, articles=3)
+    out = tmp_path / "gap.json"
+    args = ["--data", str(data), "--teacher", str(tiny_qa_dir), "--rounds", "200", "--out", str(out)]
+    record = gap.main([*args, "--models", str(same), str(other)])
+    assert json.loads(out.read_text()) == record and record["questions"] == 8 and record["titles"] == ["t1"]
+    first, second = record["models"][str(same)], record["models"][str(other)]
+    assert first == {"kl": 0.0, "same_answer_pct": 100.0}  # the teacher itself: no distance
+    assert second["kl"] > 0 and second["kl_vs_first"]["difference"] == second["kl"]  # another model: some
+    low, high = second["kl_vs_first"]["interval"]
+    assert 0 < low <= second["kl"] <= high
+    (other / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
+    with pytest.raises(SystemExit, match="same held-out articles"):
+        gap.main([*args, "--models", str(same), str(other)])
+
+
 def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_articles(tiny_pruned_dir, tmp_path):
     import shutil  # noqa: PLC0415
 

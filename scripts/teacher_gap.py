@@ -1,0 +1,127 @@
+"""How far each pruned model's answers are from its teacher's on the held-out training articles: a JSON record.
+
+    python scripts/teacher_gap.py --data train.json --teacher assets/models/minilm-squad2 \\
+        --models assets/models/minilm-squad2-pruned runs/minilm-squad2-pruned-h40-f75 \\
+        --out assets/results/training/teacher-gap.json
+
+F1 at threshold 0 on two held-out articles is a coarse choosing measure: each question scores 0 or
+100 on its null decision, and the paired intervals are about ±2 F1 wide, wider than the differences
+between recipes. The student is trained to match its teacher's start and end distributions, so this
+record measures that on questions none of them trained on: per question, the KL divergence from the
+teacher's start and end distributions to the student's (temperature 1, the mean of the two, averaged
+over the question's windows), and how often the student's answer at threshold 0 is the teacher's.
+Each model after the first is compared with the first, question by question (paired bootstrap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer
+
+from variants.qa import with_null_decision
+from variants.results import current_hardware
+from variants.squad import QAExample, load_squad, paired_bootstrap
+from variants.storage import load_qa_model
+from variants.train import build_train_features, collate, masked_logits, predict_spans, training_record
+
+
+def question_windows(tokenizer, examples: list[QAExample], max_length: int = 384, stride: int = 128) -> list[dict]:
+    """Each question's windows as one padded batch, cut as training and decoding cut them."""
+    batches = []
+    for ex in examples:
+        features = build_train_features(tokenizer, [ex], max_length, stride)
+        batches.append(collate(features, list(range(len(features)))))
+    return batches
+
+
+@torch.no_grad()
+def log_probs(model, batches: list[dict]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per question, the log-softmax of the start and end logits of its windows (padding masked)."""
+    result = []
+    for batch in batches:
+        out = model(**{k: v for k, v in batch.items() if "positions" not in k})
+        start, end = masked_logits(out, batch)
+        result.append((start.log_softmax(-1), end.log_softmax(-1)))
+    return result
+
+
+def kl_per_question(teacher: list, student: list) -> np.ndarray:
+    """KL(teacher || student) of the start and end distributions, their mean, averaged over each question's windows."""
+
+    def kl(t: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return (t.exp() * (t - s)).sum(-1)
+
+    pairs = zip(teacher, student, strict=True)
+    return np.array([float(((kl(ts, ss) + kl(te, se)) / 2).mean()) for (ts, te), (ss, se) in pairs])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file")
+    parser.add_argument("--teacher", required=True, help="the fine-tuned model the students were distilled from")
+    parser.add_argument("--models", nargs="+", required=True, help="pruned model folders; the first is the reference")
+    parser.add_argument("--rounds", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    titles = sorted(training_record(args.models[0]).get("holdout_titles") or [])
+    if not titles or any(sorted(training_record(m).get("holdout_titles") or []) != titles for m in args.models):
+        raise SystemExit("every model must have been calibrated on the same held-out articles")
+    examples = [e for e in load_squad(args.data, split="train") if e.title in titles]
+    if not examples:
+        raise SystemExit(f"{args.data} has none of the held-out articles {titles}: pass the models' training file")
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    batches = question_windows(AutoTokenizer.from_pretrained(args.teacher), examples)
+    teacher = log_probs(load_qa_model(args.teacher), batches)
+    teacher_answers = [with_null_decision(a, 0.0).text for a in predict_spans(args.teacher, examples)]
+    kls, agree = {}, {}
+    for folder in args.models:
+        model = load_qa_model(folder, compacted="heads_removed" in training_record(folder))
+        kls[folder] = kl_per_question(teacher, log_probs(model, batches))
+        answers = [with_null_decision(a, 0.0).text for a in predict_spans(folder, examples)]
+        agree[folder] = np.array([100.0 * (a == t) for a, t in zip(answers, teacher_answers, strict=True)])
+    reference = args.models[0]
+    models = {}
+    for folder in args.models:
+        models[folder] = {
+            "kl": round(float(kls[folder].mean()), 4),
+            "same_answer_pct": round(float(agree[folder].mean()), 2),
+        }
+        if folder != reference:
+            for key, values in (("kl", kls), ("same_answer_pct", agree)):
+                diffs = values[folder] - values[reference]
+                low, high = paired_bootstrap(diffs, args.rounds)
+                models[folder][f"{key}_vs_first"] = {"difference": round(float(diffs.mean()), 4),
+                                                     "interval": [round(low, 4), round(high, 4)]}  # fmt: skip
+    record = {
+        "what": "distance of each model from its teacher on the held-out training articles: per question, "
+        "KL(teacher || model) of the start and end distributions (temperature 1, mean of the two, averaged over "
+        "the question's windows; lower is closer) and whether the answer at threshold 0 is the teacher's; "
+        "differences against the first model with a paired bootstrap 95% interval",
+        "data": Path(args.data).name,
+        "titles": titles,
+        "questions": len(examples),
+        "teacher": args.teacher,
+        "models": models,
+        "bootstrap": {"rounds": args.rounds, "seed": 0},
+        "hardware": current_hardware(),
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "seconds": round(time.time() - started, 1),
+    }
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(models, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
