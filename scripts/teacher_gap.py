@@ -29,9 +29,16 @@ from transformers import AutoTokenizer
 
 from variants.qa import with_null_decision
 from variants.results import current_hardware
-from variants.squad import QAExample, load_squad, paired_bootstrap
+from variants.squad import QAExample, paired_bootstrap
 from variants.storage import load_qa_model
-from variants.train import build_train_features, collate, masked_logits, predict_spans, training_record
+from variants.train import (
+    build_train_features,
+    collate,
+    held_out_questions,
+    masked_logits,
+    predict_spans,
+    training_record,
+)
 
 
 def question_windows(tokenizer, examples: list[QAExample], max_length: int = 384, stride: int = 128) -> list[dict]:
@@ -73,12 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    titles = sorted(training_record(args.models[0]).get("holdout_titles") or [])
-    if not titles or any(sorted(training_record(m).get("holdout_titles") or []) != titles for m in args.models):
-        raise SystemExit("every model must have been calibrated on the same held-out articles")
-    examples = [e for e in load_squad(args.data, split="train") if e.title in titles]
-    if not examples:
-        raise SystemExit(f"{args.data} has none of the held-out articles {titles}: pass the models' training file")
+    titles, examples = held_out_questions(args.data, args.models)
     torch.set_num_threads(args.threads)
     started = time.time()
     batches = question_windows(AutoTokenizer.from_pretrained(args.teacher), examples)

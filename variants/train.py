@@ -829,6 +829,18 @@ def training_record(folder: str | Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def held_out_questions(data: str | Path, folders: list[str]) -> tuple[list[str], list[QAExample]]:
+    """The held-out training articles every model in ``folders`` was calibrated on, and their questions in
+    ``data``, for comparisons on questions none of them trained on; SystemExit where there are none."""
+    titles = training_record(folders[0]).get("holdout_titles") or []
+    if not titles or any(sorted(training_record(f).get("holdout_titles") or []) != sorted(titles) for f in folders):
+        raise SystemExit("the models must have been calibrated on the same held-out articles")
+    examples = [e for e in load_squad(data, split="train") if e.title in titles]
+    if not examples:
+        raise SystemExit(f"{data} has none of the held-out articles {titles}: pass the models' training file")
+    return titles, examples
+
+
 def predict_spans(folder: str | Path, examples: list[QAExample], compact: bool | None = None) -> list:
     """Each question's best span with its null score, through the engine's decoding path (PyTorch, CPU).
 
