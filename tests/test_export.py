@@ -180,10 +180,14 @@ def test_int8_runs_and_stays_close(
     assert export.quantized_weights(path)["types"] == ["UINT8" if settings.weight_type == "QUInt8" else "INT8"]
     if cpu == "no-vnni":
         assert (settings.weight_type, settings.reduce_range) == ("QInt8", True)
-        assert export.step_options("int8") == {"int8": {"weight_type": "QInt8", "reduce_range": True}}
+        expected = {"weight_type": "QInt8", "reduce_range": True, "fp32": "ffn_output"}
+        assert export.step_options("int8")["int8"] == expected
         assert export.quantized_weights(path)["max_abs"] <= 64  # 7 bits: u8 x s8 pairs stay inside int16
     ops = op_counts(path)
     assert ops["MatMulInteger"] > 0
+    kept = export.ffn_output_products(src)  # each layer's FFN output product stays FP32, by name
+    assert len(kept) == 2 and json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == kept
+    assert {n.name for n in onnx.load(str(path)).graph.node if n.op_type == "MatMul"} >= set(kept)
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
         assert ops["QAttention"] == 2

@@ -1,0 +1,113 @@
+"""Which products to leave FP32 in dynamic INT8: F1 cost on held-out questions. A JSON record.
+
+    python scripts/int8_ffn_output_probe.py --model assets/models/minilm-squad2-pruned \\
+        --data train.json --out assets/results/int8-ffn-output-probe-cpu-<cpu>-<date>.json
+
+From one ORT-optimized FP32 graph of the model, in this CPU's INT8 weight format: every product INT8,
+each layer's products left FP32 in turn, and the FFN output products (``variants.export.
+ffn_output_products``) left FP32. They answer the questions of the model's held-out training
+articles (not the test file) in turns at batch 1, decided at threshold 0; each is compared with the
+FP32 graph question by question (paired bootstrap). Latency here is only indicative: the bench
+measures the build it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import onnx
+import onnxruntime as ort
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from transformers import AutoTokenizer
+
+from variants.export import build_onnx_chain, ffn_output_products
+from variants.hardware import int8_settings
+from variants.probe import graphs_in_turns
+from variants.results import current_hardware
+from variants.runtime import cpu_threads
+from variants.squad import paired_bootstrap
+from variants.storage import load_qa_model
+from variants.train import held_out_questions
+
+
+def quantize(src: Path, out: Path, fp32_products: list[str]) -> Path:
+    """``src`` in this CPU's dynamic INT8 format, ``fp32_products`` left FP32."""
+    settings = int8_settings()
+    out.parent.mkdir(parents=True)
+    quantize_dynamic(
+        src,
+        out,
+        weight_type=QuantType[settings.weight_type],
+        per_channel=True,
+        reduce_range=settings.reduce_range,
+        op_types_to_quantize=["MatMul", "Attention"],
+        nodes_to_exclude=fp32_products,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
+    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    titles, examples = held_out_questions(args.data, [args.model])
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = build_onnx_chain(
+            load_qa_model(args.model, compacted=True), tokenizer, ["optimize"], Path(tmp) / "fp32", for_gpu=False
+        )
+        products = [n.name for n in onnx.load(str(fp32)).graph.node if n.op_type in ("MatMul", "Attention")]
+        choices = {"every product INT8": []}
+        layers = sorted({name.split("layer.")[1].split("/")[0] for name in products if "layer." in name}, key=int)
+        choices |= {f"layer {k} FP32": [n for n in products if f"layer.{k}/" in n] for k in layers}
+        choices["FFN output products FP32"] = ffn_output_products(fp32)
+        graphs = {"FP32": fp32} | {
+            name: quantize(fp32, Path(tmp) / f"int8-{i}" / fp32.name, kept)
+            for i, (name, kept) in enumerate(choices.items())
+        }
+        results, per_question = graphs_in_turns(graphs, tokenizer, examples, args.threads or cpu_threads())
+    for name, f1 in per_question.items():
+        diffs = f1 - per_question["FP32"]
+        low, high = paired_bootstrap(diffs)
+        results[name]["f1_vs_fp32"] = {
+            "difference": round(float(diffs.mean()), 2),
+            "interval_95": [round(low, 2), round(high, 2)],
+            "questions_that_differ": int((diffs != 0).sum()),
+        }
+        results[name]["fp32_products"] = choices.get(name)
+    record = {
+        "kind": "int8-ffn-output-probe",  # not a benchmark record: the app's record list skips it by this key
+        "what": "dynamic INT8 of one ORT-optimized graph with some products left FP32, on the same held-out questions",
+        "model": args.model,
+        "data": {
+            "file": Path(args.data).name,
+            "titles": titles,
+            "questions": len(examples),
+            "unanswerable": sum(e.is_impossible for e in examples),
+        },
+        "int8": int8_settings().as_dict(),
+        "settings": {"batch": 1, "null_threshold": 0.0},
+        "results": results,
+        "seconds": round(time.time() - started, 1),
+        "hardware": current_hardware(),
+        "versions": {"onnxruntime": ort.__version__},
+    }
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({n: (r.get("f1_at_zero"), r["f1_vs_fp32"]) for n, r in results.items()}, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
