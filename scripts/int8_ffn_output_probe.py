@@ -24,10 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import onnx
 import onnxruntime as ort
-from onnxruntime.quantization import QuantType, quantize_dynamic
 from transformers import AutoTokenizer
 
-from variants.export import build_onnx_chain, ffn_output_products
+from variants.export import build_onnx_chain, ffn_output_products, quantize_int8
 from variants.hardware import int8_settings
 from variants.probe import graphs_in_turns
 from variants.results import current_hardware
@@ -35,23 +34,6 @@ from variants.runtime import cpu_threads
 from variants.squad import paired_bootstrap
 from variants.storage import load_qa_model
 from variants.train import held_out_questions
-
-
-def quantize(src: Path, out: Path, fp32_products: list[str]) -> Path:
-    """``src`` in this CPU's dynamic INT8 format, ``fp32_products`` left FP32."""
-    settings = int8_settings()
-    out.parent.mkdir(parents=True)
-    quantize_dynamic(
-        src,
-        out,
-        weight_type=QuantType[settings.weight_type],
-        per_channel=True,
-        reduce_range=settings.reduce_range,
-        op_types_to_quantize=["MatMul", "Attention"],
-        nodes_to_exclude=fp32_products,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -74,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
         choices |= {f"layer {k} FP32": [n for n in products if f"layer.{k}/" in n] for k in layers}
         choices["FFN output products FP32"] = ffn_output_products(fp32)
         graphs = {"FP32": fp32} | {
-            name: quantize(fp32, Path(tmp) / f"int8-{i}" / fp32.name, kept)
+            name: quantize_int8(fp32, Path(tmp) / f"int8-{i}", fp32_products=kept)
             for i, (name, kept) in enumerate(choices.items())
         }
         results, per_question = graphs_in_turns(graphs, tokenizer, examples, args.threads or cpu_threads())

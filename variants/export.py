@@ -226,18 +226,18 @@ def quantize_int8(
     *,
     per_channel: bool = True,
     settings: Int8Settings | None = None,
-    fp32_ffn_output: bool = True,
+    fp32_products: Sequence[str] | None = None,
 ) -> Path:
     """Dynamic INT8 quantization for the CPU provider (activations quantized at run time).
 
-    MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention), except, with
-    ``fp32_ffn_output``, the FFN output products (:func:`ffn_output_products`), which stay FP32. ``per_channel``
-    (one scale per output column) is more accurate. ``settings`` (default: this CPU's,
+    MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention), except the nodes named
+    in ``fp32_products`` (default: the FFN output products, :func:`ffn_output_products`), which stay
+    FP32. ``per_channel`` (one scale per output column) is more accurate. ``settings`` (default: this CPU's,
     :func:`variants.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8 weights:
     8-bit s8 would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the choice.
     """
     settings = settings or int8_settings()
-    fp32_products = ffn_output_products(Path(src)) if fp32_ffn_output else []
+    fp32_products = list(ffn_output_products(Path(src)) if fp32_products is None else fp32_products)
     out = Path(out_dir) / ONNX_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     quantize_dynamic(
