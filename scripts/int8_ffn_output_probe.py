@@ -4,7 +4,8 @@
         --data train.json --out assets/results/int8-ffn-output-probe-cpu-<cpu>-<date>.json
 
 From one ORT-optimized FP32 graph of the model, in this CPU's INT8 weight format: every product INT8,
-each layer's products left FP32 in turn, and the FFN output products (``variants.export.
+each layer's MatMuls left FP32 in turn (attention output and both FFN products; the fused
+Attention nodes carry no layer name and stay INT8), and the FFN output products (``variants.export.
 ffn_output_products``) left FP32. They answer the questions of the model's held-out training
 articles (not the test file) in turns at batch 1, decided at threshold 0; each is compared with the
 FP32 graph question by question (paired bootstrap). Latency here is only indicative: the bench

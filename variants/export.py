@@ -205,7 +205,7 @@ def ffn_output_products(path: Path) -> list[str]:
     """The MatMuls that read a GELU's output: each layer's FFN output product (its down-projection).
 
     Dynamic INT8 quantizes a product's input with one scale over the whole tensor; the GELU outputs of a
-    pruned FFN are too uneven for that. Measured on the shipped pruned model's 862 held-out training
+    pruned FFN were too uneven for that here. Measured on the shipped pruned model's 862 held-out training
     questions (U8S8, AMD EPYC with VNNI): every product INT8 lost 1.29 F1 at threshold 0 against the
     FP32 graph (paired 95% interval -2.52 to -0.11); these six left FP32, 0.04 (-1.09 to +1.01).
     An exact GELU exported unfused ends in a Mul named after the activation (``intermediate_act_fn``).
