@@ -29,10 +29,9 @@ from transformers import AutoTokenizer
 
 from variants.export import build_onnx_chain, ffn_output_products, quantize_int8
 from variants.hardware import int8_settings
-from variants.probe import graphs_in_turns
+from variants.probe import data_facts, f1_against, graphs_in_turns
 from variants.results import current_hardware
 from variants.runtime import cpu_threads
-from variants.squad import paired_bootstrap
 from variants.storage import load_qa_model
 from variants.train import held_out_questions
 
@@ -61,25 +60,14 @@ def main(argv: list[str] | None = None) -> dict:
             for i, (name, kept) in enumerate(choices.items())
         }
         results, per_question = graphs_in_turns(graphs, tokenizer, examples, args.threads or cpu_threads())
-    for name, f1 in per_question.items():
-        diffs = f1 - per_question["FP32"]
-        low, high = paired_bootstrap(diffs)
-        results[name]["f1_vs_fp32"] = {
-            "difference": round(float(diffs.mean()), 2),
-            "interval_95": [round(low, 2), round(high, 2)],
-            "questions_that_differ": int((diffs != 0).sum()),
-        }
-        results[name]["fp32_products"] = choices.get(name)
+    f1_against(results, per_question, "FP32", "f1_vs_fp32")
+    for name, result in results.items():
+        result["fp32_products"] = choices.get(name)
     record = {
         "kind": "int8-ffn-output-probe",  # not a benchmark record: the app's record list skips it by this key
         "what": "dynamic INT8 of one ORT-optimized graph with some products left FP32, on the same held-out questions",
         "model": args.model,
-        "data": {
-            "file": Path(args.data).name,
-            "titles": titles,
-            "questions": len(examples),
-            "unanswerable": sum(e.is_impossible for e in examples),
-        },
+        "data": data_facts(args.data, titles, examples),
         "int8": int8_settings().as_dict(),
         "settings": {"batch": 1, "null_threshold": 0.0},
         "results": results,
@@ -88,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": {"onnxruntime": ort.__version__},
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps({n: (r.get("f1_at_zero"), r["f1_vs_fp32"]) for n, r in results.items()}, indent=1))
+    print(json.dumps({n: (r.get("f1_at_zero"), r.get("f1_vs_fp32")) for n, r in results.items()}, indent=1))
     return record
 
 

@@ -11,6 +11,8 @@ from the same ORT-optimized FP32 graph, which answers beside them. They answer t
 the model's held-out training articles (the articles it was calibrated on, left out of its
 training), not the test file, in turns at batch 1 with the bench's session settings, decided at
 threshold 0. Each format's F1 is compared with U8U8's question by question (paired bootstrap).
+Each is built as the engine builds it (since 2026-11-25 with the FFN output products left FP32;
+the committed record of 2026-11-25 predates that and quantized every product).
 """
 
 from __future__ import annotations
@@ -30,12 +32,11 @@ from transformers import AutoTokenizer
 
 from variants.export import build_onnx_chain, quantize_int8, quantized_weights
 from variants.hardware import Int8Settings, int8_settings
-from variants.probe import graphs_in_turns, speed_against
+from variants.probe import data_facts, f1_against, graphs_in_turns, speed_against
 from variants.results import current_hardware
 from variants.runtime import cpu_threads
-from variants.squad import load_squad, paired_bootstrap
 from variants.storage import load_qa_model
-from variants.train import training_record
+from variants.train import held_out_questions
 
 FORMATS = {  # name -> how quantize_int8 builds it
     "U8U8": Int8Settings("QUInt8", False, "u8 weights"),
@@ -53,14 +54,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    titles = training_record(args.model).get("holdout_titles") or []
-    if not titles:
-        raise SystemExit(f"{args.model}: its training record names no held-out articles")
-    examples = [e for e in load_squad(args.data, split="train") if e.title in titles][: args.limit or None]
-    if not examples:
-        raise SystemExit(
-            f"{args.data} has no questions of {args.model}'s held-out articles {titles}: pass its training file"
-        )
+    titles, examples = held_out_questions(args.data, [args.model])
+    examples = examples[: args.limit or None]
     threads = args.threads or cpu_threads()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = load_qa_model(args.model, compacted=True)
@@ -74,23 +69,12 @@ def main(argv: list[str] | None = None) -> dict:
             if "error" not in results[name]:
                 results[name]["weights"] = quantized_weights(graphs[name])
     speed_against(results, REFERENCE, f"speed_vs_{REFERENCE}")
-    for name, f1 in per_question.items():
-        if name != REFERENCE and REFERENCE in per_question:
-            diffs = f1 - per_question[REFERENCE]
-            low, high = paired_bootstrap(diffs)
-            results[name][f"f1_vs_{REFERENCE}"] = {"difference": round(float(diffs.mean()), 2),
-                                                  "interval_95": [round(low, 2), round(high, 2)],
-                                                  "questions_that_differ": int((diffs != 0).sum())}  # fmt: skip
+    f1_against(results, per_question, REFERENCE, f"f1_vs_{REFERENCE}")
     record = {
         "kind": "int8-format-probe",  # not a benchmark record: the app's record list skips it by this key
         "what": "dynamic INT8 weight formats of one ORT-optimized graph, answering the same held-out questions",
         "model": args.model,
-        "data": {
-            "file": Path(args.data).name,
-            "titles": titles,
-            "questions": len(examples),
-            "unanswerable": sum(e.is_impossible for e in examples),
-        },
+        "data": data_facts(args.data, titles, examples),
         "formats": {name: s.as_dict() for name, s in FORMATS.items()},
         "this_cpu_builds": int8_settings().as_dict(),
         "settings": {"threads": threads or f"all cores ({os.cpu_count()})", "batch": 1, "null_threshold": 0.0},

@@ -14,7 +14,7 @@ import onnx
 from variants.measure import latency_pass, summarize
 from variants.qa import answer_pairs
 from variants.runtime import OrtQAModel
-from variants.squad import QAExample, question_f1, squad_v2_scores
+from variants.squad import QAExample, paired_bootstrap, question_f1, squad_v2_scores
 
 
 def graphs_in_turns(
@@ -57,3 +57,27 @@ def speed_against(results: dict[str, dict], reference: str, key: str) -> None:
     for r in results.values():
         if base and "latency_ms" in r:
             r[key] = round(base / r["latency_ms"]["p50"], 3)
+
+
+def f1_against(results: dict[str, dict], per_question: dict[str, np.ndarray], reference: str, key: str) -> None:
+    """Add ``key``: each other graph's F1 minus the reference's, question by question, with the paired
+    bootstrap's 95% interval and how many questions differ."""
+    for name, f1 in per_question.items():
+        if name != reference and reference in per_question:
+            diffs = f1 - per_question[reference]
+            low, high = paired_bootstrap(diffs)
+            results[name][key] = {
+                "difference": round(float(diffs.mean()), 2),
+                "interval_95": [round(low, 2), round(high, 2)],
+                "questions_that_differ": int((diffs != 0).sum()),
+            }
+
+
+def data_facts(data: str | Path, titles: list[str], examples: list[QAExample]) -> dict[str, Any]:
+    """A probe record's ``data``: the file, its held-out articles and how many questions they hold."""
+    return {
+        "file": Path(data).name,
+        "titles": titles,
+        "questions": len(examples),
+        "unanswerable": sum(e.is_impossible for e in examples),
+    }
