@@ -833,7 +833,9 @@ def held_out_questions(data: str | Path, folders: list[str]) -> tuple[list[str],
     """The held-out training articles every model in ``folders`` was calibrated on, and their questions in
     ``data``, for comparisons on questions none of them trained on; SystemExit where there are none."""
     titles = training_record(folders[0]).get("holdout_titles") or []
-    if not titles or any(sorted(training_record(f).get("holdout_titles") or []) != sorted(titles) for f in folders):
+    if not titles:
+        raise SystemExit(f"{folders[0]}: its training record names no held-out articles")
+    if any(sorted(training_record(f).get("holdout_titles") or []) != sorted(titles) for f in folders):
         raise SystemExit("the models must have been calibrated on the same held-out articles")
     examples = [e for e in load_squad(data, split="train") if e.title in titles]
     if not examples:
