@@ -104,6 +104,8 @@ def write_fake_record(folder: Path, engine: Engine) -> Path:
                 "latency_ms": {"p50": p50, "p90": p50 * 1.2, "p99": p50 * 1.5, "mean": p50, "std": 1.0, "n": 30},
                 "throughput_qps": 1000 / p50,
                 "speedup_vs_baseline": 1.0 + i,
+                "latency_pass_p50_ms": [p50 * 0.95, p50, p50 * 1.1],  # three passes
+                "speedup_vs_baseline_range": [0.9 + i, 1.1 + i],
                 "seq_len_sweep": [{"seq_len": n, "p50_ms": p50 * n / 128, "n": 5} for n in (32, 64, 128)],
                 "batch_sweep": [],
                 "profile": {

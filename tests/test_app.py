@@ -300,6 +300,7 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     assert record is not None and note == ""
     header, scatter, table, sweep, profile_note, profile, csv = benchmark_outputs(record, note)
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
+    assert "in 3 passes one after another" in header
     assert len(profile) == len(engine.loaded) and "200.0 GFLOP/s in FP32" in profile_note
     int8 = next(v.spec.name for v in engine.loaded if "int8" in v.spec.name)
     row = profile.iloc[[v.spec.name for v in engine.loaded].index(int8)]
@@ -308,6 +309,7 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     assert len(sweep.data) == len(engine.loaded)
     assert list(table.columns) == list(TABLE_COLUMNS.values())
     assert len(table) == len(engine.loaded)
+    assert list(table["× baseline, slowest–fastest pass"])[:2] == ["0.90–1.10", "1.90–2.10"]
     assert "f1" in Path(csv).read_text(encoding="utf-8").splitlines()[0]
 
 

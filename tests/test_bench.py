@@ -17,7 +17,7 @@ from variants import bench, results
 from variants import record as records
 from variants.__main__ import main
 from variants.engine import load_engine
-from variants.measure import seq_len_sweep, summarize
+from variants.measure import latency_passes, seq_len_sweep, summarize
 from variants.spec import VariantSpec
 from variants.squad import load_squad
 
@@ -127,7 +127,8 @@ def cli_run(tmp_path_factory, tiny_qa_dir, tiny_pruned_dir, squad_file):
     ]
     config.write_text(json.dumps({"preset": "embedded", "variants": variants}))
     argv = ["bench", "--config", str(config), "--device", "cpu", "--data", str(squad_file), "--out", str(out)]
-    argv += ["--latency-samples", "8", "--warmup", "2", "--runs", "3", "--seq-lens", "16,32,256"]
+    argv += ["--latency-samples", "8", "--latency-passes", "2", "--warmup", "2", "--runs", "3"]
+    argv += ["--seq-lens", "16,32,256"]
     argv += ["--batch-sizes", "1,2,4", "--sweep-questions", "4", "--sort-by-length", "--accuracy-batch", "4"]
     code = main(argv)
     (json_path,) = out.glob("*.json")
@@ -160,7 +161,7 @@ def test_record_top_level(cli_run, squad_file):
     assert len(data["sha256"]) == 64 and data["file"].endswith("tiny_squad.json")
     settings = record["settings"]
     assert (settings["max_length"], settings["stride"], settings["max_answer_length"]) == (384, 128, 30)
-    assert "threads" in settings and settings["latency_samples"] == 8
+    assert "threads" in settings and settings["latency_samples"] == 8 and settings["latency_passes"] == 2
 
 
 def test_each_variant_is_measured(cli_run):
@@ -174,7 +175,11 @@ def test_each_variant_is_measured(cli_run):
         assert (e["device"], e["provider"], e["dtype"], e["backend"]) == ("cpu", "PyTorch", "fp32", "torch")
         assert e["size_mb"] > 0 and e["parameters"] > 0 and e["load_seconds"] >= 0
         lat = e["latency_ms"]
-        assert lat["n"] == 8
+        assert lat["n"] == 16  # 8 questions, 2 passes
+        assert len(e["latency_pass_p50_ms"]) == 2 and all(p > 0 for p in e["latency_pass_p50_ms"])
+        for key in ("speedup_vs_baseline", "speedup_vs_peer"):
+            low, high = e[key + "_range"]
+            assert low <= e[key] <= high
         assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
         assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
         assert e["throughput_qps"] == pytest.approx(1000 / lat["mean"], rel=0.01)
@@ -231,7 +236,8 @@ def test_peer_is_measured_alongside(cli_run):
     peer = record["peer"]
     assert REQUIRED_ENTRY_KEYS <= set(peer)
     assert peer["variant"] == "peer" and peer["backend"] == "transformers-pipeline" and peer["error"] is None
-    assert peer["latency_ms"]["n"] == 8 and peer["speedup_vs_peer"] == 1.0
+    assert peer["latency_ms"]["n"] == 16 and peer["speedup_vs_peer"] == 1.0
+    assert peer["speedup_vs_peer_range"] == [1.0, 1.0]
     assert peer["accuracy"]["pipeline"]["n"] == 6 and peer["accuracy"]["pipeline"]["threshold"] == 0.0
     assert peer["accuracy"]["best"] is None and peer["accuracy"]["calibrated"] is None
     base = next(e for e in record["variants"] if e["variant"] == "baseline")
@@ -282,6 +288,38 @@ def test_load_data_limit_and_counts(squad_file):
     assert data["has_answer"] + data["no_answer"] == 4
 
 
+def test_speedup_is_the_median_of_per_pass_ratios():
+    def entry(p50s: list[float]) -> records.VariantEntry:
+        e = records.VariantEntry("v", "v", latency_ms=records.LatencyStats(p50=sorted(p50s)[len(p50s) // 2], n=9))
+        e.latency_pass_p50_ms = p50s
+        return e
+
+    reference, variant = entry([10.0, 20.0, 12.0]), entry([2.0, 5.0, 3.0])  # ratios 5, 4, 4
+    assert bench.speedup(reference, variant) == (4.0, [4.0, 5.0])
+    # One pass (or passes that do not line up): the ratio of the pooled medians, and no range.
+    reference.latency_pass_p50_ms, variant.latency_pass_p50_ms = [], []
+    assert bench.speedup(reference, variant) == (4.0, None)
+    assert bench.speedup(None, variant) == (None, None)
+
+
+def test_latency_passes_pool_the_times_and_keep_each_median(squad_file):
+    examples, _ = bench.load_data(squad_file)
+    calls = []
+
+    def answer(pairs, batch=1):
+        calls.append(pairs[0][0])
+        return [("x", None)]
+
+    def broken(pairs, batch=1):
+        raise RuntimeError("out of memory")
+
+    timings = latency_passes({"ok": answer, "broken": broken}, examples, 4, 1, passes=3, round_size=2)
+    ok = timings["ok"]
+    assert len(ok.times_ms) == 12 and len(ok.pass_p50_ms) == 3 and ok.error is None
+    assert len(calls) == 3 * (1 + 4 + 2)  # per pass: warm-up, timed, one untimed per turn
+    assert timings["broken"].error == "RuntimeError: out of memory" and timings["broken"].times_ms == []
+
+
 def test_summarize_and_agreement():
     stats = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
     assert stats["n"] == 5 and stats["p50"] == 3.0 and stats["min"] == 1.0 and stats["max"] == 5.0
@@ -308,7 +346,10 @@ def test_results_read_back(cli_run):
     best = results.records_to_frame(records, view="best").set_index("variant")
     assert best.loc["baseline", "f1"] == record["variants"][0]["accuracy"]["best"]["f1"]
     row = frame.set_index("variant").loc["baseline"]
-    assert row["n_questions"] == 6 and row["n_latency"] == 8 and row["device"] == "cpu"
+    assert row["n_questions"] == 6 and row["n_latency"] == 16 and row["device"] == "cpu"
+    assert row["latency_passes"] == 2
+    pruned = frame.set_index("variant").loc["pruned"]
+    assert pruned["speedup_vs_peer_low"] <= pruned["speedup_vs_peer"] <= pruned["speedup_vs_peer_high"]
     assert row["p50_ms"] == record["variants"][0]["latency_ms"]["p50"]
     assert frame.set_index("variant").loc["broken", "error"]
 

@@ -33,6 +33,7 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header
     "p99_ms": "p99 ms",
     "throughput_qps": "q/s",
     "speedup_vs_baseline": "× baseline",
+    "speedup_vs_baseline_spread": "× baseline, slowest–fastest pass",
     "size_mb": "MB",
     "parameters": "params",
 }
@@ -103,6 +104,7 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     questions = record.n_questions
     frame = record_frame(record, view)
     timed = frame["n_latency"].dropna().max() if len(frame) else None
+    passes = frame["latency_passes"].dropna().max() if len(frame) else None
     hardware = records.hardware_label(record.hardware, record.device)
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
     file = Path(str(record.data.get("file", ""))).name
@@ -116,7 +118,9 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         f"<b>{esc(source)}</b> · preset <code>{esc(record.preset)}</code> · device <code>{esc(record.device)}</code>"
         f" · measured {esc(record.created)}",
         f"Hardware: {esc(hardware)}",
-        esc(sample) + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else ""),
+        esc(sample)
+        + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else "")
+        + (f", in {int(passes)} passes one after another" if passes and passes > 1 else ""),
     ]
     if measured == "Accuracy":
         lines.append(f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}")
@@ -127,18 +131,27 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
 
 
+def spread(low: float | None, high: float | None) -> str:
+    """ "3.9–4.6" from a speedup's lowest and highest pass; "" for a single pass."""
+    missing = any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high))
+    return "" if missing else f"{low:.2f}–{high:.2f}"
+
+
 def table_frame(frame):
     import pandas as pd  # noqa: PLC0415
 
     if frame is None or not len(frame):
         return pd.DataFrame(columns=list(TABLE_COLUMNS.values()))
+    frame = frame.assign(speedup_vs_baseline_spread=[spread(lo, hi) for lo, hi in zip(
+        frame.get("speedup_vs_baseline_low", [None] * len(frame)),
+        frame.get("speedup_vs_baseline_high", [None] * len(frame)), strict=True)])  # fmt: skip
     table = frame[[c for c in TABLE_COLUMNS if c in frame.columns]].copy()
     random_weights = frame["latency_only"].fillna(False).astype(bool)
     table.loc[random_weights, "short_label"] += f" ({LATENCY_ONLY})"
     for column in table.columns:
         if column == "parameters":
             table[column] = table[column].map(fmt_params)
-        elif column != "short_label":
+        elif column not in ("short_label", "speedup_vs_baseline_spread"):
             table[column] = table[column].astype(float).round(2)
     return table.rename(columns=TABLE_COLUMNS)
 

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from variants import profile as profiling
 from variants.cache import dist_version
 from variants.cache import library_versions as artifact_versions
@@ -35,6 +37,7 @@ from variants.measure import (
     describe,
     free_gpu,
     latency_pass,
+    latency_passes,
     seq_len_sweep,
     summarize,
 )
@@ -61,7 +64,9 @@ METHOD = {
     "times) after warm-up; time.perf_counter. Variants take turns in rounds of latency_round questions, each "
     "turn after one untimed question (the first call after another backend ran is slower)",
     "throughput_qps": "1000 / mean batch-1 latency; peak_throughput_qps: the best of the batch sweep",
-    "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant",
+    "speedup": "p50 latency of the baseline (or the peer) / p50 latency of the variant. With latency_passes > 1 "
+    "the whole latency pass runs that many times, one after another: the speedup is then the median of the "
+    "per-pass ratios, and *_range their lowest and highest (latency_ms pools every pass's times)",
     "agreement_with_baseline": "share of questions whose normalized answer (at threshold 0) equals the baseline's",
     "profile": "per variant, on the first profile_questions questions at batch 1: median ms of tokenizing, the forward "
     "pass (every window) and decoding, timed apart; variants take turns as in latency_ms; GFLOP per question "
@@ -85,6 +90,7 @@ class Options:
     latency_samples: int = 200
     warmup: int = 5
     latency_round: int = 25
+    latency_passes: int = 1
     runs: int = 30
     seq_lens: tuple[int, ...] = SEQ_LENS
     batch_sizes: tuple[int, ...] = BATCH_SIZES
@@ -123,6 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-samples", type=int, default=200, help="timed questions per variant at batch 1")
     parser.add_argument("--warmup", type=int, default=5, help="untimed questions per variant before timing")
     parser.add_argument("--latency-round", type=int, default=25, help="questions per variant per turn at batch 1")
+    parser.add_argument(
+        "--latency-passes", type=int, default=5, help="times the whole latency pass runs; speedups: median over passes"
+    )
     parser.add_argument("--runs", type=int, default=30, help="timed runs per point of the sequence-length sweep")
     parser.add_argument("--skip-sweeps", action="store_true", help="no sequence-length or batch-size sweeps")
     parser.add_argument("--seq-lens", type=_ints, default=SEQ_LENS, help="comma-separated (default 32,...,384)")
@@ -155,6 +164,7 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
         latency_samples=args.latency_samples,
         warmup=args.warmup,
         latency_round=args.latency_round,
+        latency_passes=args.latency_passes,
         runs=args.runs,
         seq_lens=tuple(args.seq_lens),
         batch_sizes=tuple(args.batch_sizes),
@@ -421,25 +431,31 @@ def agreement(preds: dict[str, str], reference: dict[str, str]) -> float | None:
     return round(sum(normalize_answer(preds[q]) == normalize_answer(reference[q]) for q in common) / len(common), 4)
 
 
+def speedup(reference: VariantEntry | None, entry: VariantEntry) -> tuple[float | None, list[float] | None]:
+    """``reference``'s p50 over ``entry``'s, and None; where both ran the same passes (more than one), the
+    median of the per-pass ratios and their [lowest, highest]."""
+    if reference is None or not reference.latency_ms or not entry.latency_ms or not entry.latency_ms.p50:
+        return None, None
+    ref, own = reference.latency_pass_p50_ms, entry.latency_pass_p50_ms
+    if len(ref) == len(own) > 1 and all(own):
+        ratios = [r / o for r, o in zip(ref, own, strict=True)]
+        return round(float(np.median(ratios)), 3), [round(min(ratios), 3), round(max(ratios), 3)]
+    return (round(reference.latency_ms.p50 / entry.latency_ms.p50, 3) if reference.latency_ms.p50 else None), None
+
+
 def compare(entries: list[VariantEntry], peer: VariantEntry | None, preds: dict[str, dict[str, str]]) -> None:
-    """Fill in the speedups (p50 ratios) over the baseline and the peer, and agreement with the baseline."""
-
-    def p50(entry: VariantEntry | None) -> float | None:
-        return entry.latency_ms.p50 if entry is not None and entry.latency_ms else None
-
-    base_p50 = p50(next((e for e in entries if e.variant == "baseline"), None))
-    peer_p50 = p50(peer)
+    """Fill in the speedups over the baseline and the peer (see :func:`speedup`), and agreement with the baseline."""
+    base = next((e for e in entries if e.variant == "baseline"), None)
     for entry in [*entries, *([peer] if peer else [])]:
-        own = p50(entry)
-        if own:
-            entry.speedup_vs_baseline = round(base_p50 / own, 3) if base_p50 else None
-            entry.speedup_vs_peer = round(peer_p50 / own, 3) if peer_p50 else None
+        entry.speedup_vs_baseline, entry.speedup_vs_baseline_range = speedup(base, entry)
+        entry.speedup_vs_peer, entry.speedup_vs_peer_range = speedup(peer, entry)
         if entry.variant in preds and "baseline" in preds:
             entry.agreement_with_baseline = agreement(preds[entry.variant], preds["baseline"])
 
 
 def _fill_latency(entry: VariantEntry, timing: Timing) -> None:
     entry.latency_ms = LatencyStats.from_dict(summarize(timing.times_ms))
+    entry.latency_pass_p50_ms = list(timing.pass_p50_ms) if len(timing.pass_p50_ms) > 1 else []
     entry.throughput_qps = round(1000 / entry.latency_ms.mean, 2) if timing.times_ms else None
 
 
@@ -469,8 +485,14 @@ def benchmark(
     after_load = probe.read()
 
     answerers = {r.name: r.answer for r in runners}
-    timings = latency_pass(
-        answerers, examples, options.latency_samples, options.warmup, _scaled(progress, 0, 0.3), options.latency_round
+    timings = latency_passes(
+        answerers,
+        examples,
+        options.latency_samples,
+        options.warmup,
+        options.latency_passes,
+        _scaled(progress, 0, 0.3),
+        options.latency_round,
     )
     preds: dict[str, dict[str, str]] = {}
     for i, runner in enumerate(runners):
@@ -645,6 +667,9 @@ def summary_table(record: Record, view: str = "pipeline") -> str:
             (e.agreement_with_baseline, "8.3f"),
         )
         line = f"{e.variant:<26}" + "".join(fmt(v, spec) for v, spec in values)
+        if e.speedup_vs_peer_range:
+            low, high = e.speedup_vs_peer_range
+            line += f"  x peer {low:.2f}-{high:.2f} over {len(e.latency_pass_p50_ms)} passes"
         line += f"  ({LATENCY_ONLY})" if e.latency_only else ""
         lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
     return "\n".join(lines)

@@ -136,6 +136,11 @@ class VariantEntry:
     peak_throughput_qps: float | None = None
     speedup_vs_baseline: float | None = None
     speedup_vs_peer: float | None = None
+    # Where the latency pass ran several times: each pass's median, and each speedup's lowest and
+    # highest per-pass ratio (the speedups themselves are then the medians of those ratios).
+    latency_pass_p50_ms: list[float] = field(default_factory=list)
+    speedup_vs_baseline_range: list[float] | None = None
+    speedup_vs_peer_range: list[float] | None = None
     agreement_with_baseline: float | None = None  # at the pipeline view's decisions
     seq_len_sweep: list[dict[str, Any]] = field(default_factory=list)
     batch_sweep: list[dict[str, Any]] = field(default_factory=list)

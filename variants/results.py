@@ -64,6 +64,11 @@ COLUMNS = [
     "std_ms",
     "peak_throughput_qps",
     "speedup_vs_peer",
+    "speedup_vs_baseline_low",
+    "speedup_vs_baseline_high",
+    "speedup_vs_peer_low",
+    "speedup_vs_peer_high",
+    "latency_passes",
     "agreement_with_baseline",
     "load_seconds",
     "preset",
@@ -215,6 +220,12 @@ def pick_record(records: list, device: str | None = None, hardware: dict[str, An
     return newest[0][1]
 
 
+def _range(name: str, bounds: list[float] | None) -> dict[str, float | None]:
+    """``name``_low and ``name``_high: the lowest and highest per-pass value, None for a single pass."""
+    low, high = bounds or (None, None)
+    return {f"{name}_low": low, f"{name}_high": high}
+
+
 def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
     acc = entry.view(view)
     lat = entry.latency_ms
@@ -257,6 +268,9 @@ def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
         "std_ms": lat.std if lat else None,
         "peak_throughput_qps": entry.peak_throughput_qps,
         "speedup_vs_peer": entry.speedup_vs_peer,
+        **_range("speedup_vs_baseline", entry.speedup_vs_baseline_range),
+        **_range("speedup_vs_peer", entry.speedup_vs_peer_range),
+        "latency_passes": len(entry.latency_pass_p50_ms) or (1 if lat else None),
         "agreement_with_baseline": entry.agreement_with_baseline,
         "load_seconds": entry.load_seconds,
         "preset": record.preset,
