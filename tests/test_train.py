@@ -310,6 +310,25 @@ def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir
     assert "probe.json" not in caplog.text
 
 
+def test_the_op_profile_adds_up_each_builds_kernel_time_by_operator(tiny_pruned_dir, tmp_path, caplog):
+    data = squad_file(tmp_path / "d.json", n=4)
+    out = tmp_path / "ops.json"
+    record = import_script("ort_op_profile").main(
+        ["--model", str(tiny_pruned_dir), "--data", str(data), "--threads", "1", "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == record and record["data"]["questions"] == 4
+    assert set(record["results"]) == {"ORT-optimized FP32", "INT8"}
+    for result in record["results"].values():
+        by_op = result["by_operator"]
+        assert sum(r["share"] for r in by_op.values()) == pytest.approx(1.0, abs=0.01)
+        assert all(r["nodes"] >= 1 and r["ms_per_question"] >= 0 for r in by_op.values())
+    integer_ops = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLinear"}
+    assert integer_ops & set(record["results"]["INT8"]["by_operator"])
+    assert not integer_ops & set(record["results"]["ORT-optimized FP32"]["by_operator"])
+    with caplog.at_level(logging.WARNING, logger="variants.record"):
+        assert load_records(out.parent) == []  # beside benchmark records it is skipped by its kind, quietly
+
+
 def test_scores_at_a_threshold_say_what_share_of_the_answerable_questions_got_an_answer():
     examples = [
         QAExample("a", "q", "Paris is big.", ("Paris",), (0,)),

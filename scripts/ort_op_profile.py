@@ -1,0 +1,109 @@
+"""Where an ONNX variant's model time goes, by operator type: ONNX Runtime's own profiler. A JSON record.
+
+    python scripts/ort_op_profile.py --model assets/models/minilm-squad2-pruned \\
+        --out assets/results/ort-op-profile-cpu-<cpu>-<date>.json
+
+Builds the ORT-optimized FP32 graph and its INT8 build the way the engine does, then runs each on the
+same questions at batch 1 (one session each, the engine's session settings plus ORT's profiler) and
+adds up the profiler's kernel times by operator type: ms per question (mean over the questions, so
+long inputs weigh more than in a median), share of the kernels' sum, and nodes per run. The profiler
+itself costs time, so the totals run higher than the bench's; read the shares, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import onnxruntime as ort
+from transformers import AutoTokenizer
+
+from variants.bench import DEFAULT_DATA, load_data
+from variants.export import build_onnx_chain
+from variants.qa import DecodeSettings, tokenize
+from variants.results import current_hardware
+from variants.runtime import cpu_threads, session_options
+from variants.storage import load_qa_model
+
+BUILDS = {"ORT-optimized FP32": ["optimize"], "INT8": ["optimize", "int8"]}
+
+
+def op_times(graph: Path, windows: list, threads: int, prefix: str) -> dict:
+    """Run ``windows`` through ``graph`` with ORT's profiler on; per operator type, ms per question."""
+    options, disabled = session_options(threads)
+    options.enable_profiling = True
+    options.profile_file_prefix = prefix
+    session = ort.InferenceSession(
+        str(graph), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
+    )
+    names = tuple(i.name for i in session.get_inputs())
+    for w in windows:
+        session.run(None, w.inputs(names))
+    events = json.loads(Path(session.end_profiling()).read_text())
+    kernel_us, nodes = defaultdict(float), defaultdict(int)
+    runs = [e["dur"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            kernel_us[e["args"]["op_name"]] += e["dur"]
+            nodes[e["args"]["op_name"]] += 1
+    total = sum(kernel_us.values())
+    n = len(windows)
+    by_op = {
+        op: {"ms_per_question": round(us / n / 1000, 3), "share": round(us / total, 3), "nodes": nodes[op] // n}
+        for op, us in sorted(kernel_us.items(), key=lambda kv: -kv[1])
+    }
+    return {
+        "run_ms_median": round(float(np.median(runs)) / 1000, 3),
+        "kernels_ms_per_question": round(total / n / 1000, 3),
+        "by_operator": by_op,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a QA model folder (a pruned one is compacted first)")
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="SQuAD v2 JSON file (default: the bench's sample)")
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    examples, _ = load_data(args.data, limit=args.questions)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    windows = [tokenize(tokenizer, [(e.question, e.context)], DecodeSettings()) for e in examples]
+    tokens = int(np.median([w.context_mask.shape[1] for w in windows]))
+    threads = args.threads or cpu_threads()
+    started = time.time()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = load_qa_model(args.model, compacted=True)
+        for i, (name, steps) in enumerate(BUILDS.items()):
+            graph = build_onnx_chain(model, tokenizer, steps, Path(tmp) / f"g{i}", for_gpu=False)
+            results[name] = op_times(graph, windows, threads, str(Path(tmp) / f"profile{i}"))
+    record = {
+        "kind": "ort-op-profile",  # not a benchmark record: the app's record list skips it by this key
+        "what": __doc__.split("\n")[0],
+        "model": args.model,
+        "data": {"file": Path(args.data).name, "questions": len(examples), "tokens_median": tokens},
+        "settings": {"batch": 1, "threads": threads},
+        "results": results,
+        "seconds": round(time.time() - started, 1),
+        "hardware": current_hardware(),
+        "versions": {"onnxruntime": ort.__version__},
+    }
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    for name, result in results.items():
+        top = list(result["by_operator"].items())[:3]
+        print(name, result["kernels_ms_per_question"], "ms;", ", ".join(f"{op} {r['share']:.0%}" for op, r in top))
+    return record
+
+
+if __name__ == "__main__":
+    main()
