@@ -24,9 +24,11 @@ from ui.benchmark import (
     benchmark_outputs,
     find_record,
     make_quick_benchmark,
+    record_frame,
     record_key,
     stored_record,
     stored_records,
+    table_frame,
 )
 from ui.cards import card_html, summary_html
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
@@ -309,7 +311,9 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     assert len(sweep.data) == len(engine.loaded)
     assert list(table.columns) == list(TABLE_COLUMNS.values())
     assert len(table) == len(engine.loaded)
-    assert list(table["× baseline, slowest–fastest pass"])[:2] == ["0.90–1.10", "1.90–2.10"]
+    assert list(table["× baseline, range over passes"])[:2] == ["0.90–1.10", "1.90–2.10"]
+    single_pass = table_frame(record_frame(record).assign(speedup_vs_baseline_low=None))
+    assert "× baseline, range over passes" not in single_pass.columns and "× baseline" in single_pass.columns
     assert "f1" in Path(csv).read_text(encoding="utf-8").splitlines()[0]
 
 

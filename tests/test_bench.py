@@ -9,6 +9,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from transformers import AutoTokenizer
@@ -294,11 +295,13 @@ def test_speedup_is_the_median_of_per_pass_ratios():
         e.latency_pass_p50_ms = p50s
         return e
 
-    reference, variant = entry([10.0, 20.0, 12.0]), entry([2.0, 5.0, 3.0])  # ratios 5, 4, 4
-    assert bench.speedup(reference, variant) == (4.0, [4.0, 5.0])
-    # One pass (or passes that do not line up): the ratio of the pooled medians, and no range.
+    reference, variant = entry([10.0, 20.0, 12.0]), entry([2.0, 4.0, 4.0])  # ratios 5, 5, 3; pooled 12 / 4
+    assert bench.speedup(reference, variant) == (5.0, [3.0, 5.0])
+    # Passes that do not line up, or one pass: the ratio of the pooled medians, and no range.
+    variant.latency_pass_p50_ms = [2.0, 4.0]
+    assert bench.speedup(reference, variant) == (3.0, None)
     reference.latency_pass_p50_ms, variant.latency_pass_p50_ms = [], []
-    assert bench.speedup(reference, variant) == (4.0, None)
+    assert bench.speedup(reference, variant) == (3.0, None)
     assert bench.speedup(None, variant) == (None, None)
 
 
@@ -313,11 +316,22 @@ def test_latency_passes_pool_the_times_and_keep_each_median(squad_file):
     def broken(pairs, batch=1):
         raise RuntimeError("out of memory")
 
-    timings = latency_passes({"ok": answer, "broken": broken}, examples, 4, 1, passes=3, round_size=2)
+    def fails_in_pass_two(pairs, batch=1):
+        late.append(1)
+        if len(late) > 7:  # pass 1: one warm-up, 4 timed, one untimed per turn of 2
+            raise RuntimeError("out of memory")
+        return [("x", None)]
+
+    late: list[int] = []
+    answerers = {"ok": answer, "broken": broken, "late": fails_in_pass_two}
+    timings = latency_passes(answerers, examples, 4, 1, passes=3, round_size=2)
     ok = timings["ok"]
     assert len(ok.times_ms) == 12 and len(ok.pass_p50_ms) == 3 and ok.error is None
+    assert ok.pass_p50_ms == [round(float(np.median(ok.times_ms[4 * k : 4 * k + 4])), 3) for k in range(3)]
     assert len(calls) == 3 * (1 + 4 + 2)  # per pass: warm-up, timed, one untimed per turn
     assert timings["broken"].error == "RuntimeError: out of memory" and timings["broken"].times_ms == []
+    # A failure in the second pass keeps the first pass's times and drops out of the third.
+    assert timings["late"].error and len(late) == 8 and timings["late"].pass_p50_ms == [timings["late"].pass_p50_ms[0]]
 
 
 def test_summarize_and_agreement():

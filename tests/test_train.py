@@ -310,18 +310,22 @@ def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir
     assert "probe.json" not in caplog.text
 
 
-def test_the_op_profile_adds_up_each_builds_kernel_time_by_operator(tiny_pruned_dir, tmp_path, caplog):
+def test_the_op_profile_adds_up_each_build_s_kernel_time_by_operator(tiny_pruned_dir, tmp_path, caplog):
     data = squad_file(tmp_path / "d.json", n=4)
     out = tmp_path / "ops.json"
     record = import_script("ort_op_profile").main(
         ["--model", str(tiny_pruned_dir), "--data", str(data), "--threads", "1", "--out", str(out)]
     )
-    assert json.loads(out.read_text()) == record and record["data"]["questions"] == 4
+    assert json.loads(out.read_text()) == record and record["data"]["n_questions"] == 4
+    assert record["int8"]["format"] and record["settings"]["threads"] == 1
     assert set(record["results"]) == {"ORT-optimized FP32", "INT8"}
     for result in record["results"].values():
         by_op = result["by_operator"]
         assert sum(r["share"] for r in by_op.values()) == pytest.approx(1.0, abs=0.01)
         assert all(r["nodes"] >= 1 and r["ms_per_question"] >= 0 for r in by_op.values())
+        summed = sum(r["ms_per_question"] for r in by_op.values())
+        assert summed == pytest.approx(result["kernels_ms_per_question"], abs=0.001 * len(by_op))
+        assert 0 < result["run_ms_median"] and 0 < result["run_ms_mean"]
     integer_ops = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLinear"}
     assert integer_ops & set(record["results"]["INT8"]["by_operator"])
     assert not integer_ops & set(record["results"]["ORT-optimized FP32"]["by_operator"])

@@ -33,7 +33,7 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header
     "p99_ms": "p99 ms",
     "throughput_qps": "q/s",
     "speedup_vs_baseline": "× baseline",
-    "speedup_vs_baseline_spread": "× baseline, slowest–fastest pass",
+    "speedup_vs_baseline_spread": "× baseline, range over passes",
     "size_mb": "MB",
     "parameters": "params",
 }
@@ -120,7 +120,11 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         f"Hardware: {esc(hardware)}",
         esc(sample)
         + (f" · latency over {esc(count(timed))} timed runs per variant" if timed else "")
-        + (f", in {int(passes)} passes one after another" if passes and passes > 1 else ""),
+        + (
+            f", in {int(passes)} passes one after another (× baseline: the median of the passes' ratios)"
+            if passes and passes > 1
+            else ""
+        ),
     ]
     if measured == "Accuracy":
         lines.append(f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}")
@@ -132,9 +136,11 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
 
 
 def spread(low: float | None, high: float | None) -> str:
-    """ "3.9–4.6" from a speedup's lowest and highest pass; "" for a single pass."""
-    missing = any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high))
-    return "" if missing else f"{low:.2f}–{high:.2f}"
+    """A speedup's lowest and highest per-pass ratio as text, e.g. 3.90–4.60; empty where there is none
+    (a single pass, or a record from before passes)."""
+    import pandas as pd  # noqa: PLC0415
+
+    return "" if pd.isna(low) or pd.isna(high) else f"{low:.2f}–{high:.2f}"
 
 
 def table_frame(frame):
@@ -145,7 +151,10 @@ def table_frame(frame):
     frame = frame.assign(speedup_vs_baseline_spread=[spread(lo, hi) for lo, hi in zip(
         frame.get("speedup_vs_baseline_low", [None] * len(frame)),
         frame.get("speedup_vs_baseline_high", [None] * len(frame)), strict=True)])  # fmt: skip
-    table = frame[[c for c in TABLE_COLUMNS if c in frame.columns]].copy()
+    shown = [c for c in TABLE_COLUMNS if c in frame.columns]
+    if not frame["speedup_vs_baseline_spread"].astype(bool).any():
+        shown.remove("speedup_vs_baseline_spread")  # one pass: no range to show
+    table = frame[shown].copy()
     random_weights = frame["latency_only"].fillna(False).astype(bool)
     table.loc[random_weights, "short_label"] += f" ({LATENCY_ONLY})"
     for column in table.columns:

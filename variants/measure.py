@@ -122,10 +122,9 @@ def latency_passes(
     merged = {name: Timing() for name in answerers}
     for i in range(max(1, passes)):
         step = None if progress is None else (lambda f, m, i=i: progress((i + f) / max(1, passes), m))
-        for name, timing in latency_pass(answerers, examples, samples, warmup, step, round_size).items():
-            into = merged[name]
-            if into.error:
-                continue
+        running = {name: answer for name, answer in answerers.items() if not merged[name].error}
+        for name, timing in latency_pass(running, examples, samples, warmup, step, round_size).items():
+            into = merged[name]  # one that fails drops out of the later passes, as within a pass
             into.error = timing.error
             into.times_ms += timing.times_ms
             into.preds.update(timing.preds)

@@ -150,9 +150,11 @@ def skip_layer_norm_fusion(cuda: bool) -> bool:
     return cuda
 
 
-def session_options(threads: int = 0, cuda: bool = False) -> tuple[Any, list[str]]:
+def session_options(threads: int = 0, cuda: bool = False, profile_prefix: str | None = None) -> tuple[Any, list[str]]:
     """The ONNX Runtime session options every variant runs with, and the graph fusions to turn off
-    (the session would otherwise fuse what :func:`skip_layer_norm_fusion` leaves apart)."""
+    (the session would otherwise fuse what :func:`skip_layer_norm_fusion` leaves apart).
+
+    ``profile_prefix`` turns on ORT's profiler, writing ``<prefix>_<date>.json`` at ``end_profiling()``."""
     import onnxruntime as ort  # noqa: PLC0415
 
     options = ort.SessionOptions()
@@ -168,6 +170,9 @@ def session_options(threads: int = 0, cuda: bool = False) -> tuple[Any, list[str
     for key, value in SPIN_SETTINGS[config.ort_spin()].items():
         options.add_session_config_entry(key, value)
     options.log_severity_level = 3
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return options, ([] if skip_layer_norm_fusion(cuda) else ["SkipLayerNormFusion"])
 
 
@@ -176,7 +181,9 @@ class OrtQAModel(QAModel):
 
     backend = "onnxruntime"
 
-    def __init__(self, path: str | Path, device: str = "cpu", threads: int = 0) -> None:
+    def __init__(
+        self, path: str | Path, device: str = "cpu", threads: int = 0, profile_prefix: str | None = None
+    ) -> None:
         import onnxruntime as ort  # noqa: PLC0415
 
         path = Path(path)
@@ -186,7 +193,7 @@ class OrtQAModel(QAModel):
         if wants_cuda:
             index = int(device.split(":")[1]) if ":" in device else 0
             providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
-        options, disabled = session_options(threads, wants_cuda)
+        options, disabled = session_options(threads, wants_cuda, profile_prefix)
         self.session = ort.InferenceSession(
             str(model_file), sess_options=options, providers=providers, disabled_optimizers=disabled
         )
