@@ -148,9 +148,8 @@ def table_frame(frame):
 
     if frame is None or not len(frame):
         return pd.DataFrame(columns=list(TABLE_COLUMNS.values()))
-    frame = frame.assign(speedup_vs_baseline_spread=[spread(lo, hi) for lo, hi in zip(
-        frame.get("speedup_vs_baseline_low", [None] * len(frame)),
-        frame.get("speedup_vs_baseline_high", [None] * len(frame)), strict=True)])  # fmt: skip
+    bounds = zip(frame["speedup_vs_baseline_low"], frame["speedup_vs_baseline_high"], strict=True)
+    frame = frame.assign(speedup_vs_baseline_spread=[spread(low, high) for low, high in bounds])
     shown = [c for c in TABLE_COLUMNS if c in frame.columns]
     if not frame["speedup_vs_baseline_spread"].astype(bool).any():
         shown.remove("speedup_vs_baseline_spread")  # one pass: no range to show
