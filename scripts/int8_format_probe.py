@@ -11,8 +11,8 @@ from the same ORT-optimized FP32 graph, which answers beside them. They answer t
 the model's held-out training articles (the articles it was calibrated on, left out of its
 training), not the test file, in turns at batch 1 with the bench's session settings, decided at
 threshold 0. Each format's F1 is compared with U8U8's question by question (paired bootstrap).
-Each is built as the engine builds it (since 2026-11-25 with the FFN output products left FP32;
-the committed record of 2026-11-25 predates that and quantized every product).
+Each is built as the engine builds it: every product INT8 (as in the committed record of
+2026-11-25; the engine left the FFN output products FP32 from late on 25 Nov to 26 Nov).
 """
 
 from __future__ import annotations

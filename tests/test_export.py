@@ -180,14 +180,15 @@ def test_int8_runs_and_stays_close(
     assert export.quantized_weights(path)["types"] == ["UINT8" if settings.weight_type == "QUInt8" else "INT8"]
     if cpu == "no-vnni":
         assert (settings.weight_type, settings.reduce_range) == ("QInt8", True)
-        expected = {"weight_type": "QInt8", "reduce_range": True, "fp32": "ffn_output"}
+        expected = {"weight_type": "QInt8", "reduce_range": True, "fp32": "none"}
         assert export.step_options("int8")["int8"] == expected
         assert export.quantized_weights(path)["max_abs"] <= 64  # 7 bits: u8 x s8 pairs stay inside int16
     ops = op_counts(path)
     assert ops["MatMulInteger"] > 0
-    kept = export.ffn_output_products(src)  # each layer's FFN output product stays FP32, by name
-    assert len(kept) == 2 and json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == kept
-    assert {n.name for n in onnx.load(str(path)).graph.node if n.op_type == "MatMul"} >= set(kept)
+    graph = onnx.load(str(path)).graph
+    weights = {i.name for i in graph.initializer}
+    assert not [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]  # every product INT8
+    assert json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == []
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
         assert ops["QAttention"] == 2
@@ -199,6 +200,21 @@ def test_int8_runs_and_stays_close(
     for g, r in zip(got, reference, strict=True):  # mostly the same most likely start and end token
         agree = np.where(real, g, -np.inf).argmax(1) == np.where(real, r, -np.inf).argmax(1)
         assert agree.mean() >= 2 / 3
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "exported"])
+def test_int8_leaves_named_products_fp32(case: dict, optimized: bool, tmp_path: Path) -> None:
+    """``fp32_products`` keeps those MatMuls FP32, by name: here each layer's FFN output product."""
+    src = case["optimized"] if optimized else case["exported"]
+    kept = export.ffn_output_products(src)
+    path = export.quantize_int8(src, tmp_path, fp32_products=kept)
+    assert len(kept) == 2 and json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == kept
+    graph = onnx.load(str(path)).graph
+    weights = {i.name for i in graph.initializer}
+    assert {n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights} == set(kept)
+    feed, reference = case["feed"], case["torch"]
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
 
 
 def test_fp16_conversion(case: dict, tmp_path: Path) -> None:

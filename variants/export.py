@@ -204,11 +204,14 @@ GELU_OPS = frozenset({"Gelu", "BiasGelu", "FastGelu", "QuickGelu"})
 def ffn_output_products(path: Path) -> list[str]:
     """The MatMuls that read a GELU's output: each layer's FFN output product (its down-projection).
 
-    Dynamic INT8 quantizes a product's input with one scale over the whole tensor; the GELU outputs of a
-    pruned FFN were too uneven for that here. Measured on the shipped pruned model's 862 held-out training
-    questions (U8S8, AMD EPYC with VNNI): every product INT8 lost 1.29 F1 at threshold 0 against the
-    FP32 graph (paired 95% interval -2.52 to -0.11); these six left FP32, 0.04 (-1.09 to +1.01).
-    An exact GELU exported unfused ends in a Mul named after the activation (``intermediate_act_fn``).
+    Dynamic INT8 quantizes a product's input with one scale over the whole tensor, and a GELU's outputs
+    are the most uneven inputs a BERT layer has: these are the products to leave FP32
+    (:func:`quantize_int8`'s ``fp32_products``) when INT8 costs a model accuracy.
+    ``scripts/int8_ffn_output_probe.py`` measures whether it does. It did for the pruned model shipped
+    before 2026-11-26, the same cut trained at ``--alpha 0.5`` (every product INT8 -1.29 F1 against
+    its FP32 graph, these six left FP32 -0.04); it does not for the one shipped now (every product
+    INT8 +0.26, -0.95 to +1.50), so the engine's INT8 build quantizes them all. An exact GELU
+    exported unfused ends in a Mul named after the activation (``intermediate_act_fn``).
     """
     graph = onnx.load(str(path), load_external_data=False).graph
     gelu_outputs = {
@@ -231,13 +234,14 @@ def quantize_int8(
     """Dynamic INT8 quantization for the CPU provider (activations quantized at run time).
 
     MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention), except the nodes named
-    in ``fp32_products`` (default: the FFN output products, :func:`ffn_output_products`), which stay
-    FP32. ``per_channel`` (one scale per output column) is more accurate. ``settings`` (default: this CPU's,
-    :func:`variants.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8 weights:
-    8-bit s8 would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the choice.
+    in ``fp32_products`` (default none; :func:`ffn_output_products` names the usual candidates), which
+    stay FP32. ``per_channel`` (one scale per output column) is more accurate. ``settings`` (default:
+    this CPU's, :func:`variants.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8
+    weights: 8-bit s8 would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the
+    choice.
     """
     settings = settings or int8_settings()
-    fp32_products = list(ffn_output_products(Path(src)) if fp32_products is None else fp32_products)
+    fp32_products = list(fp32_products or [])
     out = Path(out_dir) / ONNX_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     quantize_dynamic(
@@ -282,7 +286,7 @@ def step_options(step: str, for_gpu: bool = False) -> dict[str, Any]:
     if step != "int8":
         return {}
     settings = int8_settings()
-    return {"int8": {"weight_type": settings.weight_type, "reduce_range": settings.reduce_range, "fp32": "ffn_output"}}
+    return {"int8": {"weight_type": settings.weight_type, "reduce_range": settings.reduce_range, "fp32": "none"}}
 
 
 # --- chain --------------------------------------------------------------------------------------

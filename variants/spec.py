@@ -143,8 +143,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
             True,
             "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."
             if gpu
-            else "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels; "
-            "each layer's FFN output product stays FP32.",
+            else "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels.",
         ),
     ]
     if family.latency_only:
