@@ -209,8 +209,9 @@ def ffn_output_products(path: Path) -> list[str]:
     (:func:`quantize_int8`'s ``fp32_products``) when INT8 costs a model accuracy.
     ``scripts/int8_ffn_output_probe.py`` measures whether it does. It did for the pruned model shipped
     before 2026-11-26, the same cut trained at ``--alpha 0.5`` (every product INT8 -1.29 F1 against
-    its FP32 graph, these six left FP32 -0.04); it does not for the one shipped now (every product
-    INT8 +0.26, -0.95 to +1.50), so the engine's INT8 build quantizes them all. An exact GELU
+    its FP32 graph, these six left FP32 -0.04); it does not for the one shipped on 2026-11-26, trained
+    at ``--alpha 0.2`` (every product INT8 +0.26, -0.95 to +1.50; ``assets/results/int8-ffn-output-
+    probe-cpu-amd-epyc-20261126.json``), so the engine's INT8 build quantizes them all. An exact GELU
     exported unfused ends in a Mul named after the activation (``intermediate_act_fn``).
     """
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -276,7 +277,9 @@ def quantized_weights(path: Path) -> dict[str, Any]:
 
 def step_options(step: str, for_gpu: bool = False) -> dict[str, Any]:
     """What a build step's output depends on besides its input, for the cache keys of it and every later
-    step: the optimizer's fusions (they differ by target), INT8's weight format.
+    step: the optimizer's fusions (they differ by target), INT8's weight format and which products it
+    leaves FP32 (``"fp32": "none"``: every product INT8, the default of :func:`quantize_int8`, which the
+    chain uses).
 
     An INT8 graph built on a CPU with VNNI (s8 weights) would saturate on one without, so the choice
     is part of the key and each kind of CPU builds and keeps its own.
