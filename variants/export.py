@@ -210,9 +210,10 @@ def ffn_output_products(path: Path) -> list[str]:
     ``scripts/int8_ffn_output_probe.py`` measures whether it does. It did for the pruned model shipped
     before 2026-11-26, the same cut trained at ``--alpha 0.5`` (every product INT8 -1.29 F1 against
     its FP32 graph, these six left FP32 -0.04); it does not for the one shipped on 2026-11-26, trained
-    at ``--alpha 0.2`` (every product INT8 +0.26, -0.95 to +1.50; ``assets/results/int8-ffn-output-
-    probe-cpu-amd-epyc-20261126.json``), so the engine's INT8 build quantizes them all. An exact GELU
-    exported unfused ends in a Mul named after the activation (``intermediate_act_fn``).
+    at ``--alpha 0.2`` (every product INT8 +0.26, -0.95 to +1.50;
+    ``assets/results/int8-ffn-output-probe-cpu-amd-epyc-20261126.json``), so the engine's INT8 build
+    quantizes them all. An exact GELU exported unfused ends in a Mul named after the activation
+    (``intermediate_act_fn``).
     """
     graph = onnx.load(str(path), load_external_data=False).graph
     gelu_outputs = {
