@@ -173,6 +173,7 @@ def test_each_variant_is_measured(cli_run):
         e = by_name[name]
         assert REQUIRED_ENTRY_KEYS <= set(e)
         assert e["error"] is None
+        assert e["build"] == {}  # PyTorch variants have no ONNX build steps to report
         assert (e["device"], e["provider"], e["dtype"], e["backend"]) == ("cpu", "PyTorch", "fp32", "torch")
         assert e["size_mb"] > 0 and e["parameters"] > 0 and e["load_seconds"] >= 0
         lat = e["latency_ms"]

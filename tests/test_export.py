@@ -189,6 +189,9 @@ def test_int8_runs_and_stays_close(
     weights = {i.name for i in graph.initializer}
     assert not [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]  # every product INT8
     assert json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == []
+    model = runtime.OrtQAModel(tmp_path)  # records say which build they timed
+    assert model.describe()["build"] == {"int8": json.loads((tmp_path / "quantization.json").read_text())}
+    assert runtime.OrtQAModel(src).build == {}
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
         assert ops["QAttention"] == 2

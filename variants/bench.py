@@ -293,6 +293,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             info = model.describe()
             entry.device, entry.provider, entry.dtype = info["device"], info["provider"], info["dtype"]
             entry.size_mb, entry.parameters, entry.notes = info["size_mb"], info["parameters"], list(info["notes"])
+            entry.build = info["build"]
             settings = loaded.settings or engine.settings
             answer = _engine_answerer(model, tokenizer, settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer, settings))

@@ -147,6 +147,7 @@ class VariantEntry:
     memory: dict[str, Any] = field(default_factory=dict)
     profile: dict[str, Any] = field(default_factory=dict)  # variants.profile.profile_stages
     notes: list[str] = field(default_factory=list)
+    build: dict[str, Any] = field(default_factory=dict)  # how its graph was built (the INT8 step's choices)
     error: str | None = None
     latency_only: bool = False
     source: str | None = None

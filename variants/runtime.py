@@ -10,9 +10,12 @@ per call).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,7 @@ class QAModel(ABC):
     size_bytes: int = 0  # weights as run
     num_parameters: int = 0
     notes: tuple[str, ...] = ()  # e.g. a provider fallback
+    build: Mapping[str, Any] = MappingProxyType({})  # how its graph was built, e.g. the INT8 step's choices
     # Whether a pair's logits are the same whichever other windows share its batch. Not so for dynamic INT8
     # quantization: its activation scales are taken over the whole batch tensor.
     batch_invariant: bool = True
@@ -68,6 +72,7 @@ class QAModel(ABC):
             "size_mb": round(self.size_bytes / 1e6, 1),
             "parameters": self.num_parameters,
             "notes": list(self.notes),
+            "build": dict(self.build),
         }
 
 
@@ -176,6 +181,17 @@ def session_options(threads: int = 0, cuda: bool = False, profile_prefix: str | 
     return options, ([] if skip_layer_norm_fusion(cuda) else ["SkipLayerNormFusion"])
 
 
+def build_facts(folder: Path) -> dict[str, Any]:
+    """What a built ONNX folder says about its build steps, for records: the INT8 step's report
+    (``quantization.json``: weight format, per-channel, the products left FP32), if it has one."""
+    report = Path(folder) / "quantization.json"
+    try:
+        return {"int8": json.loads(report.read_text(encoding="utf-8"))} if report.is_file() else {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unreadable (%s)", report, exc)
+        return {}
+
+
 class OrtQAModel(QAModel):
     """An ONNX graph in an ONNX Runtime session (CUDA with IOBinding, or CPU)."""
 
@@ -208,6 +224,7 @@ class OrtQAModel(QAModel):
         self.input_names = tuple(i.name for i in self.session.get_inputs())
         self.output_names = tuple(o.name for o in self.session.get_outputs())
         self.num_parameters, self.dtype = _onnx_parameters(model_file)
+        self.build = build_facts(model_file.parent)
         self.batch_invariant = self.dtype != "int8"
         # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
         self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
