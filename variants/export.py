@@ -35,14 +35,14 @@ from onnxruntime.transformers.optimizer import optimize_model
 from optimum.exporters.onnx import onnx_export_from_model
 
 from variants.hardware import Int8Settings, int8_settings
-from variants.runtime import skip_layer_norm_fusion
+from variants.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
 
 log = logging.getLogger("variants.export")
 
 ONNX_NAME = "model.onnx"
 STEPS = ("optimize", "fp16", "int8")
 _PROTOBUF_LIMIT = 2**31 - 2**24  # a little under 2 GB: beyond it, weights go to an external file
-_META_FILES = ("optimization.json", "quantization.json", "build.json")
+_META_FILES = ("optimization.json", QUANTIZATION_REPORT, "build.json")
 
 
 # --- export -------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def quantize_int8(
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
     report = {"per_channel": per_channel, **settings.as_dict(), "fp32_products": fp32_products}
-    (out.parent / "quantization.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    (out.parent / QUANTIZATION_REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
     log.info("quantized %s to INT8 (%s, per_channel=%s)", src, settings.format, per_channel)
     return out
 

@@ -181,10 +181,13 @@ def session_options(threads: int = 0, cuda: bool = False, profile_prefix: str | 
     return options, ([] if skip_layer_norm_fusion(cuda) else ["SkipLayerNormFusion"])
 
 
+QUANTIZATION_REPORT = "quantization.json"  # the INT8 step's report, beside its graph (variants.export)
+
+
 def build_facts(folder: Path) -> dict[str, Any]:
     """What a built ONNX folder says about its build steps, for records: the INT8 step's report
-    (``quantization.json``: weight format, per-channel, the products left FP32), if it has one."""
-    report = Path(folder) / "quantization.json"
+    (weight format, per-channel, the products left FP32), if it has one."""
+    report = Path(folder) / QUANTIZATION_REPORT
     try:
         return {"int8": json.loads(report.read_text(encoding="utf-8"))} if report.is_file() else {}
     except (OSError, ValueError) as exc:
