@@ -453,3 +453,18 @@ def test_sequence_length_sweep_takes_turns_and_keeps_one_failure_to_its_model(ti
     assert rows["b"][0]["n"] == 6 and rows["b"][1] == {"seq_len": 32, "error": "RuntimeError: out of memory"}
     timed_16 = [name for name, length in calls if length == 16][2:]  # after each one's warm-up run
     assert timed_16[:6] == ["a"] * 3 + ["b"] * 3  # turns of 2 timed runs after one untimed
+
+
+def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp_path):
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("malloc_probe")
+    out = tmp_path / "malloc.json"
+    args = ["--baseline", str(tiny_qa_dir), "--variant", "baseline", "--questions", "3", "--warmup", "1"]
+    record = probe.main([*args, "--rounds", "2", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "malloc-probe"
+    assert set(record["runs"]) == set(probe.SETTINGS) and all(len(runs) == 2 for runs in record["runs"].values())
+    for runs in record["runs"].values():
+        assert all(r["n"] == 3 and r["p50_ms"] > 0 and r["kernel_s"] >= 0 for r in runs)
+    assert set(record["median_of_rounds"]) == set(probe.SETTINGS)
+    assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]

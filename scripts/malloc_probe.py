@@ -1,0 +1,128 @@
+"""What glibc's malloc thresholds cost a variant's latency: old settings against new. A JSON record.
+
+    python scripts/malloc_probe.py --out assets/results/malloc-probe-cpu-<cpu>-<date>.json
+
+``variants.runtime.limit_native_memory`` fixes glibc's mmap and trim thresholds for the whole process
+(they bound the app's memory under load: ``scripts/soak.py``). They cannot be changed back inside one
+process, so each setting runs in its own child process, the settings taking turns over ``--rounds``
+rounds. Each child loads one variant as the engine does and answers the first ``--questions`` of the
+bench's held-out sample at batch 1, end to end (tokenize, run, decode), after a warm-up; it reports
+the median, mean and p90 latency and the CPU seconds the process spent in user and kernel mode
+(page faults of freshly mmapped buffers show up as kernel time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+SETTINGS = {  # name -> (mmap threshold, trim threshold), bytes
+    "mmap 1 MiB, trim 4 MiB (until 2026-11-26)": (1 << 20, 4 << 20),
+    "mmap 16 MiB, trim 32 MiB": (16 << 20, 32 << 20),
+}
+SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
+
+
+def child(spec: dict) -> dict:
+    """Time one variant under one setting (this process's own allocator settings)."""
+    from variants import runtime  # noqa: PLC0415
+
+    runtime.MMAP_THRESHOLD, runtime.TRIM_THRESHOLD = spec["mmap"], spec["trim"]
+    from variants.bench import load_data  # noqa: PLC0415
+    from variants.engine import load_engine  # noqa: PLC0415
+    from variants.qa import answer  # noqa: PLC0415
+
+    overrides = {k: spec[k] for k in ("baseline", "pruned") if spec.get(k)}
+    engine = load_engine(spec["preset"], "cpu", overrides, names=[spec["variant"]], fallback=False)
+    loaded = engine.variants[spec["variant"]]
+    if not loaded.ok:
+        return {"error": loaded.error}
+    examples, _ = load_data(SAMPLE, limit=spec["questions"])
+    settings = loaded.settings or engine.settings
+    for e in examples[: spec["warmup"]]:
+        answer(loaded.model, loaded.tokenizer, e.question, e.context, settings)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    times = []
+    for e in examples:
+        started = time.perf_counter()
+        answer(loaded.model, loaded.tokenizer, e.question, e.context, settings)
+        times.append((time.perf_counter() - started) * 1000)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    engine.close()
+    return {
+        "p50_ms": round(float(np.median(times)), 3),
+        "mean_ms": round(float(np.mean(times)), 3),
+        "p90_ms": round(float(np.percentile(times, 90)), 3),
+        "user_s": round(after.ru_utime - before.ru_utime, 2),
+        "kernel_s": round(after.ru_stime - before.ru_stime, 2),
+        "n": len(times),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="embedded")
+    parser.add_argument("--variant", default="pruned-onnx-opt-int8")
+    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
+    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--out", help="where to write the record (default: print only)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return {}
+    from variants.bench import library_versions  # noqa: PLC0415
+    from variants.results import current_hardware  # noqa: PLC0415
+
+    runs: dict[str, list[dict]] = {name: [] for name in SETTINGS}
+    started = time.time()
+    for r in range(args.rounds):
+        order = list(SETTINGS.items()) if r % 2 == 0 else list(reversed(SETTINGS.items()))
+        for name, (mmap, trim) in order:
+            spec = {"mmap": mmap, "trim": trim, "preset": args.preset, "variant": args.variant}
+            spec |= {"baseline": args.baseline, "pruned": args.pruned}
+            spec |= {"questions": args.questions, "warmup": args.warmup}
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, check=True
+            )
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(name, runs[name][-1], flush=True)
+    keys = ("p50_ms", "mean_ms", "p90_ms", "kernel_s")
+    summary = {
+        name: {k: round(float(np.median([r[k] for r in rs if k in r])), 3) for k in keys if all(k in r for r in rs)}
+        for name, rs in runs.items()
+    }
+    record = {
+        "kind": "malloc-probe",  # not a benchmark record: the app's record list skips it by this key
+        "what": "one variant's batch-1 latency under glibc malloc settings, each in its own process, in turns",
+        "preset": args.preset,
+        "variant": args.variant,
+        "data": {"file": f"assets/data/{SAMPLE.name}", "questions": args.questions, "warmup": args.warmup},
+        "settings": {n: {"mmap_threshold": m, "trim_threshold": t, "arena_max": 2} for n, (m, t) in SETTINGS.items()},
+        "rounds": args.rounds,
+        "runs": runs,
+        "median_of_rounds": summary,
+        "seconds": round(time.time() - started, 1),
+        "hardware": current_hardware(),
+        "versions": library_versions(),
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(summary, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
