@@ -9,9 +9,10 @@
 #   bash scripts/gpu_report.sh --device cpu --quick     # anywhere (CI runs this)
 #
 # Wheels in .whl/ (made by scripts/gpu_wheels.sh where an index is reachable) are installed into
-# .gpu-site/ and put first on PYTHONPATH, so the pinned transformers 4.57 / optimum-onnx / fastapi
-# stack runs even where the machine has transformers 5 and no optimum or fastapi. Without them the
-# report still runs to the end; variants that need a missing package carry its error.
+# .gpu-site/ and put first on PYTHONPATH, so the pinned transformers 4.57 / fastapi stack runs even
+# where the machine has transformers 5 and no fastapi (optimum does not travel: the ONNX variants
+# need it, and onnxruntime-gpu). Without them the report still runs to the end; variants that need a
+# missing package carry its error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

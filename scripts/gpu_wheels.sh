@@ -8,17 +8,19 @@
 #     heads) need transformers 4, and transformers 4.57 refuses the machine's tokenizers 0.23 and hub 1.x;
 #   fastapi, starlette, pydantic (+ core), annotated-types, typing-inspection, opentelemetry-api,
 #     uvicorn: served latency.
-# The checkout (57 MB of tracked files) and the wheels travel to the GPU machine together, 64 MiB at
-# most, so transformers' wheel is cut to the model folders this project loads (12 MB -> 1.9 MB):
-# bert, auto, and those auto's tokenizer and pipeline lookups import (KEEP below; found by loading
-# the embedded models and the question-answering pipeline with the cut wheel). optimum and
+# The checkout (54 MiB of tracked files) and the wheels travel to the GPU machine together, 64 MiB at
+# most (about 1 MiB to spare with these wheels), so transformers' wheel is cut to the model folders
+# this project loads (12 MB -> 1.9 MB): bert, auto, and those auto's tokenizer and pipeline lookups
+# import in transformers 4.57.6 (KEEP below, found by loading the embedded models and the
+# question-answering pipeline with the cut wheel; check it again when the pin moves). optimum and
 # optimum-onnx stay behind: the ONNX export imports model folders cut here, and such a machine's
 # onnxruntime is a CPU build, so the ONNX variants' entries say why they are missing. Where
 # onnxruntime-gpu is installed (a Space), the same report measures ORT CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYVER="${PYVER:-3.12}"
-KEEP="bert auto encoder_decoder speecht5 align bark"
+KEEP="bert auto encoder_decoder speecht5 align bark"  # for transformers 4.57.6
+rm -rf .whl  # wheels of an earlier version of this script (optimum) would be installed too
 download() {
   python3 -m pip download --quiet --dest "$1" --no-deps --only-binary=:all: \
     --python-version "$PYVER" --implementation cp --platform manylinux2014_x86_64 "${@:2}"
@@ -31,6 +33,8 @@ trap 'rm -rf "$full"' EXIT
 download "$full" transformers==4.57.6
 python3 - "$full"/transformers-*.whl .whl "$KEEP" <<'EOF'
 """Copy a transformers wheel without the model folders not named in KEEP (their RECORD lines too)."""
+import csv
+import io
 import sys
 import zipfile
 from pathlib import Path
@@ -49,8 +53,10 @@ with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest / source.name, "w", zi
             continue
         data = src.read(item)
         if item.filename.endswith(".dist-info/RECORD"):
-            lines = data.decode().splitlines()
-            data = ("\n".join(line for line in lines if kept(line.split(",")[0])) + "\n").encode()
+            rows = [row for row in csv.reader(io.StringIO(data.decode())) if row and kept(row[0])]
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerows(rows)
+            data = text.getvalue().encode()
         out.writestr(item, data)
 EOF
 du -sh .whl

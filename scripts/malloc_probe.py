@@ -14,7 +14,9 @@ the median, mean and p90 latency and the CPU seconds the process spent in user a
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -30,6 +32,32 @@ SETTINGS = {  # name -> (mmap threshold, trim threshold), bytes
     "mmap 16 MiB, trim 32 MiB": (16 << 20, 32 << 20),
 }
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
+CHECK_BLOCK = 4 << 20  # a block between the two mmap thresholds: mmapped under the old one only
+
+
+class _Mallinfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33+)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def block_is_mmapped(size: int) -> bool | None:
+    """Whether glibc serves a block of ``size`` bytes by mmap under this process's settings (None: no glibc
+    2.33+ to ask): the count of mmapped blocks before and after one malloc."""
+    libc = ctypes.CDLL(None)  # the C library this process runs on
+    if not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _Mallinfo2
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(size)
+    after = libc.mallinfo2().hblks
+    libc.free(block)
+    return after > before
 
 
 def child(spec: dict) -> dict:
@@ -37,6 +65,9 @@ def child(spec: dict) -> dict:
     from variants import runtime  # noqa: PLC0415
 
     runtime.MMAP_THRESHOLD, runtime.TRIM_THRESHOLD = spec["mmap"], spec["trim"]
+    applied = runtime.limit_native_memory()  # load_engine calls it again, with the same values
+    facts = {"pid": os.getpid(), "applied": applied, "mmap_threshold": runtime.MMAP_THRESHOLD}
+    facts |= {"trim_threshold": runtime.TRIM_THRESHOLD, "mmaps_4mib_block": block_is_mmapped(CHECK_BLOCK)}
     from variants.bench import load_data  # noqa: PLC0415
     from variants.engine import load_engine  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
@@ -45,7 +76,7 @@ def child(spec: dict) -> dict:
     engine = load_engine(spec["preset"], "cpu", overrides, names=[spec["variant"]], fallback=False)
     loaded = engine.variants[spec["variant"]]
     if not loaded.ok:
-        return {"error": loaded.error}
+        return facts | {"error": loaded.error}
     examples, _ = load_data(SAMPLE, limit=spec["questions"])
     settings = loaded.settings or engine.settings
     for e in examples[: spec["warmup"]]:
@@ -58,7 +89,7 @@ def child(spec: dict) -> dict:
         times.append((time.perf_counter() - started) * 1000)
     after = resource.getrusage(resource.RUSAGE_SELF)
     engine.close()
-    return {
+    return facts | {
         "p50_ms": round(float(np.median(times)), 3),
         "mean_ms": round(float(np.mean(times)), 3),
         "p90_ms": round(float(np.percentile(times, 90)), 3),
@@ -77,12 +108,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one child may take")
     parser.add_argument("--out", help="where to write the record (default: print only)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return {}
+    from variants import runtime  # noqa: PLC0415
     from variants.bench import library_versions  # noqa: PLC0415
     from variants.results import current_hardware  # noqa: PLC0415
 
@@ -94,10 +127,14 @@ def main(argv: list[str] | None = None) -> dict:
             spec = {"mmap": mmap, "trim": trim, "preset": args.preset, "variant": args.variant}
             spec |= {"baseline": args.baseline, "pruned": args.pruned}
             spec |= {"questions": args.questions, "warmup": args.warmup}
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, check=True
-            )
+            command = [sys.executable, __file__, "--child", json.dumps(spec)]
+            try:
+                out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=args.timeout)
+            except subprocess.CalledProcessError as exc:
+                raise SystemExit(f"{name}: the child failed:\n{exc.stderr}") from exc
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            if "error" in runs[name][-1]:
+                raise SystemExit(f"{name}: {runs[name][-1]['error']}")
             print(name, runs[name][-1], flush=True)
     keys = ("p50_ms", "mean_ms", "p90_ms", "kernel_s")
     summary = {
@@ -110,7 +147,10 @@ def main(argv: list[str] | None = None) -> dict:
         "preset": args.preset,
         "variant": args.variant,
         "data": {"file": f"assets/data/{SAMPLE.name}", "questions": args.questions, "warmup": args.warmup},
-        "settings": {n: {"mmap_threshold": m, "trim_threshold": t, "arena_max": 2} for n, (m, t) in SETTINGS.items()},
+        "settings": {
+            n: {"mmap_threshold": m, "trim_threshold": t, "arena_max": runtime.ARENA_MAX}
+            for n, (m, t) in SETTINGS.items()
+        },
         "rounds": args.rounds,
         "runs": runs,
         "median_of_rounds": summary,

@@ -10,7 +10,9 @@ contexts of mixed lengths: single paragraphs, and whole articles (several paragr
 384-token windows), so that buffers sized by the longest input get their chance to grow. The server
 process's resident memory (RSS) is read every ``--every`` requests. ``rss_growth_mb`` is the last
 sample less the one after warm-up (``--warmup`` requests: sessions, thread pools and arenas reach
-their working size); the target is under 50 MB. The record goes to
+their working size); the target is under 50 MB. Without batching, the app's malloc settings since
+2026-11-26 miss it: they keep up to 32 MiB free per arena for the next run, which cuts long questions'
+latency (README, "Memory and tail latency"); the growth levels off after ~200 requests. The record goes to
 ``assets/results/soak-<hardware>-<timestamp>.json`` (or ``--out``) with the samples, the inputs'
 length mix, hardware and versions. Exit status 1 when a request failed or memory grew past the limit.
 """

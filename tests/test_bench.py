@@ -461,10 +461,18 @@ def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp
     probe = import_script("malloc_probe")
     out = tmp_path / "malloc.json"
     args = ["--baseline", str(tiny_qa_dir), "--variant", "baseline", "--questions", "3", "--warmup", "1"]
-    record = probe.main([*args, "--rounds", "2", "--out", str(out)])
+    record = probe.main([*args, "--rounds", "2", "--timeout", "300", "--out", str(out)])
     assert json.loads(out.read_text()) == record and record["kind"] == "malloc-probe"
     assert set(record["runs"]) == set(probe.SETTINGS) and all(len(runs) == 2 for runs in record["runs"].values())
-    for runs in record["runs"].values():
-        assert all(r["n"] == 3 and r["p50_ms"] > 0 and r["kernel_s"] >= 0 for r in runs)
+    pids = set()
+    for name, runs in record["runs"].items():
+        mmap, trim = probe.SETTINGS[name]
+        for r in runs:
+            assert r["n"] == 3 and r["p50_ms"] > 0 and r["mmap_threshold"] == mmap and r["trim_threshold"] == trim
+            assert r["applied"] is True  # glibc, as on every machine this project runs on
+            if r["mmaps_4mib_block"] is not None:  # the setting took effect: a 4 MiB block is mmapped below it only
+                assert r["mmaps_4mib_block"] is (probe.CHECK_BLOCK > mmap)
+            pids.add(r["pid"])
+    assert len(pids) == 4  # each run in a process of its own
     assert set(record["median_of_rounds"]) == set(probe.SETTINGS)
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]

@@ -164,7 +164,7 @@ def session_options(threads: int = 0, cuda: bool = False, profile_prefix: str | 
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Memory that stays flat under requests of every length (scripts/soak.py measures it). ORT's CPU
+    # Memory bounded under requests of every length (scripts/soak.py measures it). ORT's CPU
     # arena grows by powers of two up to the largest request's peak and keeps it; memory patterns are
     # planned and cached per input shape, and every sequence length is a new shape. Without both, each
     # run allocates from malloc and frees on return (bounded by limit_native_memory's settings).
@@ -252,34 +252,39 @@ class OrtQAModel(QAModel):
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 # Blocks up to this size come from the heap, where the next run reuses them; larger ones are mmapped
 # and go back to the system when freed. 16 MiB holds every buffer of one 384-token window, BERT-large
-# included (its attention probabilities: 16 heads x 384 x 384 floats, 9.4 MB).
+# included (its attention probabilities: 16 heads x 384 x 384 floats, 9.4 MB). glibc refuses more than
+# 32 MiB on 64-bit systems.
+ARENA_MAX = 2
 MMAP_THRESHOLD = 16 << 20
-TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # free memory at the heap's top kept for the next run
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # free memory at each arena's top kept for the next run
 
 
 def limit_native_memory() -> bool:
-    """Keep glibc malloc from hoarding freed memory when the server answers from many threads.
+    """Bound what glibc malloc keeps when the server answers from many threads, and keep what one run reuses.
 
     The app answers on a pool of worker threads; glibc gives each thread its own arena (up to 8 per
     core), and each arena keeps what it freed at its high-water mark, so resident memory climbs with
     every thread that meets a long input. Also, after a large block is freed, glibc raises its mmap
     threshold (up to 32 MiB, moving with the workload). Two arenas and fixed thresholds bound both:
     the buffers of one window stay on the heap and are reused, larger ones (batches of many windows)
-    are mmapped and returned on free. The mmap threshold was 1 MiB until every run of a question over
-    ~160 tokens mmapped its attention buffers afresh and page-faulted them in: with
-    :data:`MMAP_THRESHOLD` the INT8 MiniLM variant answered in 8.5 ms on the mean question instead of
-    11.5, 14.1 ms at p90 instead of 22.8, its median 5.8 ms either way, and spent 0.09 s in the kernel
-    instead of 1.08 (``scripts/malloc_probe.py``: 200 held-out questions, each setting in its own
+    are mmapped and returned on free. The mmap threshold was 1 MiB until 2026-11-26; at that size every
+    run of a question over ~160 tokens mmapped its attention buffers afresh and page-faulted them in: with
+    :data:`MMAP_THRESHOLD` the INT8 MiniLM variant's mean latency was 9.6 ms instead of 13.1, its p90
+    15.6 ms instead of 25.5, its median 6.6 ms either way, and it spent 0.09 s in the kernel over 200
+    questions instead of 1.17 (``scripts/malloc_probe.py``: held-out questions, each setting in its own
     process, 10 rounds in turns, AMD EPYC, 2 threads; ``assets/results/malloc-probe-*.json``).
     ``MALLOC_ARENA_MAX`` and friends do the same from outside, but only before the process starts.
-    Returns False where there is no glibc (macOS, Windows, musl).
+    Returns False where there is no glibc (macOS, Windows, musl) or glibc refused a setting (logged).
     """
     libc = _glibc()
     if libc is None:
         return False
-    mallopt = libc.mallopt
-    settings = {_M_ARENA_MAX: 2, _M_MMAP_THRESHOLD: MMAP_THRESHOLD, _M_TRIM_THRESHOLD: TRIM_THRESHOLD}
-    return all(mallopt(param, value) == 1 for param, value in settings.items())
+    settings = {"M_ARENA_MAX": (_M_ARENA_MAX, ARENA_MAX), "M_MMAP_THRESHOLD": (_M_MMAP_THRESHOLD, MMAP_THRESHOLD)}
+    settings["M_TRIM_THRESHOLD"] = (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    refused = [name for name, (param, value) in settings.items() if libc.mallopt(param, value) != 1]
+    if refused:
+        log.warning("glibc refused mallopt %s", ", ".join(refused))
+    return not refused
 
 
 @functools.cache
