@@ -33,15 +33,24 @@ SETTINGS = {  # name -> (mmap threshold, trim threshold), bytes
 }
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
 CHECK_BLOCK = 4 << 20  # a block between the two mmap thresholds: mmapped under the old one only
+MALLINFO2_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
 
 
 class _Mallinfo2(ctypes.Structure):
     """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33+)."""
 
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
-    ] + [("keepcost", ctypes.c_size_t)]
+    _fields_ = [(name, ctypes.c_size_t) for name in MALLINFO2_FIELDS]
 
 
 def block_is_mmapped(size: int) -> bool | None:
@@ -137,10 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
                 raise SystemExit(f"{name}: {runs[name][-1]['error']}")
             print(name, runs[name][-1], flush=True)
     keys = ("p50_ms", "mean_ms", "p90_ms", "kernel_s")
-    summary = {
-        name: {k: round(float(np.median([r[k] for r in rs if k in r])), 3) for k in keys if all(k in r for r in rs)}
-        for name, rs in runs.items()
-    }
+    summary = {name: {k: round(float(np.median([r[k] for r in rs])), 3) for k in keys} for name, rs in runs.items()}
     record = {
         "kind": "malloc-probe",  # not a benchmark record: the app's record list skips it by this key
         "what": "one variant's batch-1 latency under glibc malloc settings, each in its own process, in turns",
