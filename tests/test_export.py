@@ -47,6 +47,17 @@ def diff(a: list[np.ndarray], b: list[np.ndarray], mask: np.ndarray) -> float:
     return max(float(np.abs((x - y)[mask.astype(bool)]).max()) for x, y in zip(a, b, strict=True))
 
 
+def fp32_weight_products(path: Path) -> set[str]:
+    """The MatMuls of a graph that multiply by a weight matrix in FP32 (not quantized)."""
+    graph = onnx.load(str(path)).graph
+    weights = {i.name for i in graph.initializer}
+    return {n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights}
+
+
+def quantization_report(folder: Path) -> dict:
+    return json.loads((folder / runtime.QUANTIZATION_REPORT).read_text())
+
+
 def op_counts(path: Path) -> Counter:
     return Counter(node.op_type for node in onnx.load(path).graph.node)
 
@@ -176,7 +187,8 @@ def test_int8_runs_and_stays_close(
     settings = hardware.int8_settings()
     src = case["optimized"] if optimized else case["exported"]
     path = export.quantize_int8(src, tmp_path)
-    assert json.loads((tmp_path / "quantization.json").read_text())["weight_type"] == settings.weight_type
+    report = quantization_report(tmp_path)
+    assert report["weight_type"] == settings.weight_type
     assert export.quantized_weights(path)["types"] == ["UINT8" if settings.weight_type == "QUInt8" else "INT8"]
     if cpu == "no-vnni":
         assert (settings.weight_type, settings.reduce_range) == ("QInt8", True)
@@ -185,12 +197,10 @@ def test_int8_runs_and_stays_close(
         assert export.quantized_weights(path)["max_abs"] <= 64  # 7 bits: u8 x s8 pairs stay inside int16
     ops = op_counts(path)
     assert ops["MatMulInteger"] > 0
-    graph = onnx.load(str(path)).graph
-    weights = {i.name for i in graph.initializer}
-    assert not [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]  # every product INT8
-    assert json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == []
+    assert not fp32_weight_products(path)  # every product INT8
+    assert report["fp32_products"] == []
     model = runtime.OrtQAModel(tmp_path)  # records say which build they timed
-    assert model.describe()["build"] == {"int8": json.loads((tmp_path / "quantization.json").read_text())}
+    assert model.describe()["build"] == {"int8": report}
     assert runtime.OrtQAModel(src).build == {}
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
@@ -211,10 +221,8 @@ def test_int8_leaves_named_products_fp32(case: dict, optimized: bool, tmp_path: 
     src = case["optimized"] if optimized else case["exported"]
     kept = export.ffn_output_products(src)
     path = export.quantize_int8(src, tmp_path, fp32_products=kept)
-    assert len(kept) == 2 and json.loads((tmp_path / "quantization.json").read_text())["fp32_products"] == kept
-    graph = onnx.load(str(path)).graph
-    weights = {i.name for i in graph.initializer}
-    assert {n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights} == set(kept)
+    assert len(kept) == 2 and quantization_report(tmp_path)["fp32_products"] == kept
+    assert fp32_weight_products(path) == set(kept)
     feed, reference = case["feed"], case["torch"]
     scale = max(float(np.abs(r).max()) for r in reference)
     assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
