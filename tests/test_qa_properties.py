@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from transformers import BertTokenizerFast
+from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
-from variants.qa import Answer, DecodeSettings, InputError, answer_pairs
+from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
 
 SETTINGS = DecodeSettings(max_length=48, stride=12, max_answer_length=8)
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -127,3 +127,62 @@ def test_never_answering_gives_the_null_answer(tokenizer, context, salt) -> None
 
     (answer,) = answer_pairs(NullModel(salt), tokenizer, [("what is it?", context)], SETTINGS)
     assert (answer.text, answer.start, answer.end) == ("", 0, 0)
+
+
+def _trained(model, trainer, pre_tokenizer, decoder, pair_template: str) -> PreTrainedTokenizerFast:
+    """A tokenizer of ``model``'s family trained on the property tests' words, with [CLS]/[SEP] pairs."""
+    from tokenizers import Tokenizer, processors  # noqa: PLC0415
+
+    raw = Tokenizer(model)
+    raw.pre_tokenizer, raw.decoder = pre_tokenizer, decoder
+    corpus = [" ".join(WORDS[i:] + WORDS[:i]) + " ( ) ? , . - 1 2 3 a b c" for i in range(len(WORDS))]
+    raw.train_from_iterator(corpus, trainer)
+    ids = [("[CLS]", raw.token_to_id("[CLS]")), ("[SEP]", raw.token_to_id("[SEP]"))]
+    raw.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair=pair_template, special_tokens=ids)
+    return PreTrainedTokenizerFast(tokenizer_object=raw, cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_families(tokenizer) -> dict[str, PreTrainedTokenizerFast]:
+    """WordPiece (the tiny BERT's), byte-level BPE (GPT-2/RoBERTa style) and Unigram with SentencePiece's
+    word-start marker, each with its own count of special tokens in a pair."""
+    from tokenizers import decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+
+    specials = ["[UNK]", "[CLS]", "[SEP]"]
+    bytes_alphabet = pre_tokenizers.ByteLevel.alphabet()
+    return {
+        "wordpiece": tokenizer,
+        "byte-level BPE": _trained(
+            models.BPE(unk_token="[UNK]"),
+            trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=bytes_alphabet),
+            pre_tokenizers.ByteLevel(add_prefix_space=True),
+            decoders.ByteLevel(),
+            "[CLS] $A [SEP] [SEP] $B [SEP]",
+        ),
+        "unigram + metaspace": _trained(
+            models.Unigram(),
+            trainers.UnigramTrainer(vocab_size=120, special_tokens=specials, unk_token="[UNK]"),
+            pre_tokenizers.Metaspace(),
+            decoders.Metaspace(),
+            "[CLS] $A [SEP] $B [SEP]",
+        ),
+    }
+
+
+ASCII_QUESTIONS = st.text(alphabet=st.sampled_from("abcdefghij xyz?()-.,1\t'"), max_size=40)
+
+
+@PROPERTY
+@given(question=st.one_of(ASCII_QUESTIONS, QUESTIONS), stride=st.sampled_from([2, 6, 12]))
+def test_the_stride_known_without_tokenizing_is_the_stride_counted(tokenizer_families, question, stride) -> None:
+    """window_stride skips tokenizing short ASCII questions; it gives the stride (or the error) that
+    counting the question's tokens gives, for every tokenizer family, around the length where it changes."""
+    options = DecodeSettings(max_length=48, stride=stride)
+    for name, family in tokenizer_families.items():
+        counted = len(family([question], add_special_tokens=False)["input_ids"][0])
+        room = options.max_length - counted - family.num_special_tokens_to_add(pair=True)
+        if room < 8:
+            with pytest.raises(InputError, match="too long"):
+                window_stride(family, [question], options)
+        else:
+            assert window_stride(family, [question], options) == min(stride, room // 2), name

@@ -149,9 +149,18 @@ def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> 
 
     Pairs whose questions give the same stride are windowed exactly alike whether they are tokenized
     alone or together (the dynamic batcher groups requests by it).
+
+    Most questions are too short to matter, and those are known without tokenizing them, so that a
+    request makes one tokenizer call, not two: an ASCII question of n characters has at most n + 1
+    tokens (every WordPiece, BPE or byte token covers one character or more; a word-start marker
+    such as SentencePiece's may add one). Only a longer or non-ASCII question is tokenized here.
     """
+    specials = tokenizer.num_special_tokens_to_add(pair=True)
+    full_stride_up_to = settings.max_length - specials - max(2 * settings.stride, 8)  # question tokens
+    if all(q.isascii() and len(q) + 1 <= full_stride_up_to for q in questions):
+        return settings.stride
     longest_question = max(len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"])
-    room = settings.max_length - longest_question - tokenizer.num_special_tokens_to_add(pair=True)
+    room = settings.max_length - longest_question - specials
     if room < 8:
         raise InputError(
             f"The question is too long ({longest_question} tokens): it must leave room for the context "
