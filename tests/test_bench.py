@@ -476,3 +476,73 @@ def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp
     assert len(pids) == 4  # each run in a process of its own
     assert set(record["median_of_rounds"]) == set(probe.SETTINGS)
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
+
+
+def test_the_core_share_probe_times_three_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("core_share_probe")
+    out = tmp_path / "cores.json"
+    args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--variant", "pruned-onnx"]
+    args += ["--data", str(squad_file)]
+    record = probe.main([*args, "--seconds", "1", "--block", "2", "--gain-split", "0.5", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "core-share-probe"
+    runners = {probe.ALL_CORES, probe.ONE_THREAD, probe.PIPELINE}
+    assert record["blocks"] and all(set(b["p50_ms"]) == runners for b in record["blocks"])
+    for b in record["blocks"]:
+        assert b["core_gain"] == round(b["p50_ms"][probe.ONE_THREAD] / b["p50_ms"][probe.ALL_CORES], 3)
+    every = record["summary"]["all blocks"]
+    assert every["blocks"] == len(record["blocks"])
+    split = [record["summary"][k]["blocks"] for k in ("core_gain >= 0.5", "core_gain < 0.5")]
+    assert sum(split) == len(record["blocks"])
+    assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
+
+
+def test_core_share_groups_split_blocks_by_gain():
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("core_share_probe")
+
+    def block(all_cores, one, pipe):
+        times = {probe.ALL_CORES: all_cores, probe.ONE_THREAD: one, probe.PIPELINE: pipe}
+        return {"p50_ms": times, "core_gain": one / all_cores}
+
+    blocks = [block(4.0, 7.0, 32.0), block(5.0, 7.5, 30.0), block(7.0, 7.0, 35.0)]
+    summary = probe.group_summary(blocks, 1.25)
+    assert summary["core_gain >= 1.25"]["blocks"] == 2 and summary["core_gain < 1.25"]["blocks"] == 1
+    assert summary["core_gain >= 1.25"]["pipeline_over_variant"] == 7.0  # median of 8.0 and 6.0
+    assert summary["core_gain < 1.25"]["p50_ms"][probe.ALL_CORES] == 7.0
+    assert summary["all blocks"]["pipeline_over_variant_range"] == [5.0, 8.0]
+    assert probe.group_summary(blocks[:1], 2.0)["core_gain >= 2.0"] == {"blocks": 0}
+
+
+def test_the_answer_sentence_holds_the_answer_and_stops_at_sentence_ends():
+    from test_train import import_script  # noqa: PLC0415
+
+    cut = import_script("short_context_eval").answer_sentence
+    context = 'It rained. The bridge opened in 1937, "on time." Cars crossed it! Then what?'
+    start = context.index("1937")
+    assert cut(context, start, start + 4) == 'The bridge opened in 1937, "on time."'
+    assert cut(context, 0, 2) == "It rained."
+    end = context.index("Cars") + 4
+    assert cut(context, start, end) == 'The bridge opened in 1937, "on time." Cars crossed it!'
+    assert cut(context, context.index("what"), len(context)) == "Then what?"
+
+
+def test_the_short_context_eval_asks_each_question_twice(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("short_context_eval")
+    out = tmp_path / "short.json"
+    args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--data", str(squad_file)]
+    record = probe.main([*args, "--variants", "baseline,pruned-onnx", "--rounds", "200", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "short-context-eval"
+    answerable = sum(1 for _q, _c, answer in QUESTIONS if answer is not None)
+    assert record["data"]["answerable_asked"] == answerable
+    for name in ("baseline", "pruned-onnx"):
+        for kind in ("paragraph", "answer sentence"):
+            entry = record["results"][name][kind]
+            assert 0 <= entry["f1"] <= 100 and 0 <= entry["no_answer_share"] <= 1
+            assert ("f1_minus_baseline" in entry) is (name != "baseline")
+    short, whole = (record["data"]["median_context_chars"][k] for k in ("answer sentence", "paragraph"))
+    assert 0 < short <= whole

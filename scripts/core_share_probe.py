@@ -1,0 +1,140 @@
+"""Whether this machine gives the process all its cores, and what a variant's lead over the pipeline is
+when it does and when it does not. A JSON record.
+
+    python scripts/core_share_probe.py --seconds 300 --out assets/results/core-share-probe-cpu-<cpu>-<date>.json
+
+On a shared VM the latency records move from pass to pass, the fastest variant most. One process
+times three runners in turns, in blocks of ``--block`` questions of the bench's held-out sample,
+each block after one untimed question, for ``--seconds``: an ONNX variant as the app runs it (all
+cores), the same graph on one thread, and transformers' pipeline on the baseline (the bench's peer).
+Each is timed end to end (tokenize, run, decode) at batch 1.
+
+The one-thread time does not depend on a second core, so a block's ``core_gain`` (one-thread median
+over all-cores median) says how much of the second core the process got in that block. The guest
+cannot see it otherwise: the hypervisor's steal time reads 0 here. The summary splits the blocks at
+``--gain-split`` and gives each group's medians and the pipeline's ratio to the variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
+ALL_CORES, ONE_THREAD, PIPELINE = "variant, all cores", "variant, one thread", "pipeline"
+RUNNERS = (ALL_CORES, ONE_THREAD, PIPELINE)
+
+
+def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
+    """Medians of the blocks where the variant gained at least ``gain_split`` from its other threads, of
+    the rest, and of all blocks; with the pipeline's ratio to the variant (all cores) in each."""
+    groups = {
+        f"core_gain >= {gain_split}": [b for b in blocks if b["core_gain"] >= gain_split],
+        f"core_gain < {gain_split}": [b for b in blocks if b["core_gain"] < gain_split],
+        "all blocks": blocks,
+    }
+    summary = {}
+    for name, members in groups.items():
+        if not members:
+            summary[name] = {"blocks": 0}
+            continue
+        medians = {r: round(float(np.median([b["p50_ms"][r] for b in members])), 3) for r in RUNNERS}
+        ratios = [b["p50_ms"][PIPELINE] / b["p50_ms"][ALL_CORES] for b in members]
+        summary[name] = {
+            "blocks": len(members),
+            "p50_ms": medians,
+            "pipeline_over_variant": round(float(np.median(ratios)), 3),
+            "pipeline_over_variant_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="embedded")
+    parser.add_argument("--variant", default="pruned-onnx-opt-int8", help="an ONNX Runtime variant of the preset")
+    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
+    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
+    parser.add_argument("--data", default=str(SAMPLE), help="SQuAD v2 JSON file (default: the bench's sample)")
+    parser.add_argument("--seconds", type=float, default=300, help="how long the blocks go on")
+    parser.add_argument("--block", type=int, default=20, help="timed questions per runner per block")
+    parser.add_argument("--gain-split", type=float, default=1.25, help="core_gain that separates the two groups")
+    parser.add_argument("--out", help="where to write the record (default: print only)")
+    args = parser.parse_args(argv)
+
+    import torch  # noqa: PLC0415
+
+    from variants import bench, runtime  # noqa: PLC0415
+    from variants.engine import load_engine  # noqa: PLC0415
+    from variants.qa import answer  # noqa: PLC0415
+    from variants.results import current_hardware  # noqa: PLC0415
+
+    overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
+    engine = load_engine(args.preset, "cpu", overrides, names=[args.variant], fallback=False)
+    loaded = engine.variants[args.variant]
+    if not loaded.ok:
+        raise SystemExit(f"{args.variant}: {loaded.error}")
+    if not isinstance(loaded.model, runtime.OrtQAModel):
+        raise SystemExit(f"{args.variant} is not an ONNX Runtime variant: its thread count is not its own to set")
+    one_thread = runtime.OrtQAModel(loaded.model.path, threads=1)
+    peer = bench.peer_runner(engine, argparse.Namespace(baseline=args.baseline))
+    if not isinstance(peer, bench.Runner):
+        raise SystemExit(f"pipeline: {peer.error}")
+    settings = loaded.settings or engine.settings
+
+    def run_with(model):
+        return lambda q, c: answer(model, loaded.tokenizer, q, c, settings)
+
+    runners = {ALL_CORES: run_with(loaded.model), ONE_THREAD: run_with(one_thread)}
+    runners[PIPELINE] = lambda q, c: peer.answer([(q, c)], 1)
+    examples, data = bench.load_data(args.data)
+    for runner in runners.values():
+        for e in examples[:5]:
+            runner(e.question, e.context)
+
+    blocks, started, at = [], time.time(), 0
+    while time.time() - started < args.seconds:
+        chunk = [examples[(at + i) % len(examples)] for i in range(args.block)]
+        at += args.block
+        block = {"t_s": round(time.time() - started, 1), "p50_ms": {}}
+        for name, runner in runners.items():
+            runner(chunk[0].question, chunk[0].context)  # settle, untimed
+            times = []
+            for e in chunk:
+                t = time.perf_counter()
+                runner(e.question, e.context)
+                times.append((time.perf_counter() - t) * 1000)
+            block["p50_ms"][name] = round(float(np.median(times)), 3)
+        block["core_gain"] = round(block["p50_ms"][ONE_THREAD] / block["p50_ms"][ALL_CORES], 3)
+        blocks.append(block)
+        print(block, flush=True)
+    engine.close()
+
+    record = {
+        "kind": "core-share-probe",  # not a benchmark record: the app's record list skips it by this key
+        "what": "an ONNX variant on all cores and on one thread, and the pipeline, in turns in blocks over time",
+        "preset": args.preset,
+        "variant": args.variant,
+        "threads": {ALL_CORES: runtime.cpu_threads() or "all", ONE_THREAD: 1, PIPELINE: torch.get_num_threads()},
+        "data": {**data, "questions_per_block": args.block},
+        "blocks": blocks,
+        "summary": group_summary(blocks, args.gain_split),
+        "seconds": round(time.time() - started, 1),
+        "hardware": current_hardware(),
+        "versions": bench.library_versions(),
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record["summary"], indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""How the variants read a short context: the answerable questions of a SQuAD v2 file asked twice,
+about their whole paragraph and about the one sentence that holds the answer. A JSON record.
+
+    python scripts/short_context_eval.py --out assets/results/short-context-<date>.json
+
+People who type into the demo paste a sentence or two, not a SQuAD paragraph. Each variant answers
+at threshold 0 (the app's default), one question at a time; the record keeps F1, the share answered
+"no answer", and each variant's mean per-question F1 difference to the baseline with its paired
+bootstrap interval, for both contexts. The sentence is cut by rule (``answer_sentence``), so an
+abbreviation can cut it short; the gold answers are scored as texts, as the SQuAD metric does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
+VARIANTS = ("baseline", "pruned", "pruned-onnx-opt-int8")
+SENTENCE_END = re.compile(r"[.!?]['\"”’)\]]*\s+")
+
+
+def answer_sentence(context: str, start: int, end: int) -> str:
+    """The sentence(s) of ``context`` that hold the characters ``start:end``: from the last sentence end
+    at or before ``start`` to the first at or after ``end``."""
+    ends = [m.end() for m in SENTENCE_END.finditer(context)]
+    first = max((e for e in ends if e <= start), default=0)
+    last = min((e for e in ends if e >= end), default=len(context))
+    return context[first:last].strip()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="embedded")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, the baseline first")
+    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
+    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
+    parser.add_argument("--data", default=str(SAMPLE), help="SQuAD v2 JSON file (default: the bench's sample)")
+    parser.add_argument("--rounds", type=int, default=5000, help="bootstrap rounds")
+    parser.add_argument("--out", help="where to write the record (default: print only)")
+    args = parser.parse_args(argv)
+
+    from variants.bench import library_versions, load_data  # noqa: PLC0415
+    from variants.engine import load_engine  # noqa: PLC0415
+    from variants.qa import answer  # noqa: PLC0415
+    from variants.results import current_hardware  # noqa: PLC0415
+    from variants.squad import paired_bootstrap, question_f1  # noqa: PLC0415
+
+    names = args.variants.split(",")
+    overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
+    engine = load_engine(args.preset, "cpu", overrides, names=names, fallback=False)
+    examples, data = load_data(args.data)
+    examples = [e for e in examples if not e.is_impossible]
+    contexts = {
+        "paragraph": [e.context for e in examples],
+        "answer sentence": [
+            answer_sentence(e.context, e.answer_starts[0], e.answer_starts[0] + len(e.answers[0])) for e in examples
+        ],
+    }
+    started = time.time()
+    f1: dict[str, dict[str, np.ndarray]] = {}
+    no_answer: dict[str, dict[str, float]] = {}
+    for name in names:
+        loaded = engine.variants[name]
+        if not loaded.ok:
+            raise SystemExit(f"{name}: {loaded.error}")
+        settings = loaded.settings or engine.settings
+        f1[name], no_answer[name] = {}, {}
+        for kind, texts in contexts.items():
+            pairs = zip(examples, texts, strict=True)
+            got = [answer(loaded.model, loaded.tokenizer, e.question, c, settings) for e, c in pairs]
+            f1[name][kind] = np.array([100 * question_f1(e, a.text) for e, a in zip(examples, got, strict=True)])
+            no_answer[name][kind] = round(float(np.mean([a.is_null for a in got])), 4)
+    engine.close()
+
+    baseline = names[0]
+    results = {}
+    for name in names:
+        results[name] = {}
+        for kind in contexts:
+            entry = {"f1": round(float(f1[name][kind].mean()), 2), "no_answer_share": no_answer[name][kind]}
+            if name != baseline:
+                diffs = f1[name][kind] - f1[baseline][kind]
+                low, high = paired_bootstrap(diffs, args.rounds)
+                entry["f1_minus_baseline"] = round(float(diffs.mean()), 2)
+                entry["interval"] = [round(low, 2), round(high, 2)]
+            results[name][kind] = entry
+    lengths = {kind: int(np.median([len(c) for c in texts])) for kind, texts in contexts.items()}
+    record = {
+        "kind": "short-context-eval",  # not a benchmark record: the app's record list skips it by this key
+        "what": "answerable questions asked about their paragraph and about the sentence holding the answer; "
+        "threshold 0, one question at a time; interval: paired bootstrap of the mean F1 difference to the "
+        "baseline, 95%",
+        "preset": args.preset,
+        "data": {**data, "answerable_asked": len(examples), "median_context_chars": lengths},
+        "results": results,
+        "bootstrap": {"rounds": args.rounds, "seed": 0},
+        "seconds": round(time.time() - started, 1),
+        "hardware": current_hardware(),
+        "versions": library_versions(),
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(results, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
