@@ -55,7 +55,9 @@ SEQ_LENS = (32, 64, 128, 256, 384)
 LATENCY_PASSES = 5  # whole latency passes per bench run, by default (see measure.latency_passes)
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = {
-    "accuracy": "official SQuAD v2 metric (percent); answers from the engine's decoding, questions batched. "
+    "accuracy": "official SQuAD v2 metric (percent); answers from the engine's decoding, accuracy_batch questions "
+    "per call, except for a model whose answers depend on what shares its batch (dynamic INT8: one activation scale "
+    "per pass), which answers one question per call, as the app calls it. "
     "Each question is decoded once, keeping its best span and ln(null score / span score); three views decide "
     "from those: 'pipeline' at null threshold 0 (transformers' pipeline rule, what the app does), 'best' at the "
     "threshold that maximizes F1 on these questions (official best_f1 search; HasAns/NoAns at that threshold), "
@@ -413,6 +415,13 @@ def _view(examples: list[QAExample], preds: dict[str, str], threshold: float) ->
     return view
 
 
+def accuracy_batch(runner: Runner, options: Options) -> int:
+    """Questions per call when measuring ``runner``'s accuracy: ``options.accuracy_batch``, or 1 for a model
+    whose answers depend on what shares its batch (the app never batches those: ``Engine._start_batcher``)."""
+    invariant = runner.model is None or getattr(runner.model, "batch_invariant", True)
+    return options.accuracy_batch if invariant else 1
+
+
 def measure_accuracy(runner: Runner, examples: list[QAExample], batch: int) -> tuple[dict[str, str], dict[str, float]]:
     """Each question's answer (the undecided span, for engine variants) and ln(null / span) where known,
     ``batch`` questions per call."""
@@ -522,7 +531,7 @@ def benchmark(
                 step(0.0, f"{runner.name}: {LATENCY_ONLY}, no accuracy")
             else:
                 step(0.0, f"{runner.name}: accuracy on {len(examples)} questions")
-                answers, margins = measure_accuracy(runner, examples, options.accuracy_batch)
+                answers, margins = measure_accuracy(runner, examples, accuracy_batch(runner, options))
                 preds[runner.name] = fill_accuracy(entry, examples, answers, margins)
             if not options.skip_sweeps and runner.model is not None:
                 step(0.5, f"{runner.name}: batch-size sweep")
