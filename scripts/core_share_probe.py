@@ -10,15 +10,19 @@ cores), the same graph on one thread, and transformers' pipeline on the baseline
 Each is timed end to end (tokenize, run, decode) at batch 1.
 
 The one-thread time does not depend on a second core, so a block's ``core_gain`` (one-thread median
-over all-cores median) says how much of the second core the process got in that block. The guest
-cannot see it otherwise: the hypervisor's steal time reads 0 here. The summary splits the blocks at
-``--gain-split`` and gives each group's medians and the pipeline's ratio to the variant.
+over all-cores median) says how much of the second core the process got in that block. Each block
+also keeps what the guest kernel saw meanwhile (``guest``, from /proc/stat and this process's CPU
+times): the CPU seconds other processes of the guest used, and the steal time the hypervisor
+reported. A low gain with neither means the core went somewhere the guest cannot see. The summary
+splits the blocks at ``--gain-split`` and gives each group's medians and the pipeline's ratio to the
+variant.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,9 +31,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
 ALL_CORES, ONE_THREAD, PIPELINE = "variant, all cores", "variant, one thread", "pipeline"
 RUNNERS = (ALL_CORES, ONE_THREAD, PIPELINE)
+
+
+def guest_cpu_seconds() -> dict[str, float]:
+    """Busy and steal CPU seconds of the whole guest so far (/proc/stat; zeros where there is none), and
+    this process's own (user + system, every thread)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy = steal = 0.0
+    stat = Path("/proc/stat")
+    if stat.exists():
+        fields = [int(x) for x in stat.read_text().split("\n", 1)[0].split()[1:]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal_ticks = (fields + [0] * 8)[:8]
+        busy, steal = (user + nice + system + irq + softirq) / ticks, steal_ticks / ticks
+    own = os.times()
+    return {"busy": busy, "steal": steal, "own": own.user + own.system}
+
+
+def guest_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds between two :func:`guest_cpu_seconds` readings: other processes' and stolen."""
+    others = (after["busy"] - before["busy"]) - (after["own"] - before["own"])
+    return {"others_cpu_s": round(max(0.0, others), 3), "steal_s": round(after["steal"] - before["steal"], 3)}
 
 
 def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
@@ -52,6 +75,8 @@ def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
             "p50_ms": medians,
             "pipeline_over_variant": round(float(np.median(ratios)), 3),
             "pipeline_over_variant_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "others_cpu_s_per_block": round(float(np.median([b["guest"]["others_cpu_s"] for b in members])), 3),
+            "steal_s_total": round(sum(b["guest"]["steal_s"] for b in members), 3),
         }
     return summary
 
@@ -62,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--variant", default="pruned-onnx-opt-int8", help="an ONNX Runtime variant of the preset")
     parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
     parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
-    parser.add_argument("--data", default=str(SAMPLE), help="SQuAD v2 JSON file (default: the bench's sample)")
+    parser.add_argument("--data", help="SQuAD v2 JSON file (default: the bench's sample)")
     parser.add_argument("--seconds", type=float, default=300, help="how long the blocks go on")
     parser.add_argument("--block", type=int, default=20, help="timed questions per runner per block")
     parser.add_argument("--gain-split", type=float, default=1.25, help="core_gain that separates the two groups")
@@ -74,7 +99,6 @@ def main(argv: list[str] | None = None) -> dict:
     from variants import bench, runtime  # noqa: PLC0415
     from variants.engine import load_engine  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
-    from variants.results import current_hardware  # noqa: PLC0415
 
     overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
     engine = load_engine(args.preset, "cpu", overrides, names=[args.variant], fallback=False)
@@ -84,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not isinstance(loaded.model, runtime.OrtQAModel):
         raise SystemExit(f"{args.variant} is not an ONNX Runtime variant: its thread count is not its own to set")
     one_thread = runtime.OrtQAModel(loaded.model.path, threads=1)
-    peer = bench.peer_runner(engine, argparse.Namespace(baseline=args.baseline))
+    peer = bench.peer_runner(engine, args)
     if not isinstance(peer, bench.Runner):
         raise SystemExit(f"pipeline: {peer.error}")
     settings = loaded.settings or engine.settings
@@ -94,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     runners = {ALL_CORES: run_with(loaded.model), ONE_THREAD: run_with(one_thread)}
     runners[PIPELINE] = lambda q, c: peer.answer([(q, c)], 1)
-    examples, data = bench.load_data(args.data)
+    examples, data = bench.load_data(args.data or bench.DEFAULT_DATA)
     for runner in runners.values():
         for e in examples[:5]:
             runner(e.question, e.context)
@@ -104,6 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         chunk = [examples[(at + i) % len(examples)] for i in range(args.block)]
         at += args.block
         block = {"t_s": round(time.time() - started, 1), "p50_ms": {}}
+        before = guest_cpu_seconds()
         for name, runner in runners.items():
             runner(chunk[0].question, chunk[0].context)  # settle, untimed
             times = []
@@ -113,6 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
                 times.append((time.perf_counter() - t) * 1000)
             block["p50_ms"][name] = round(float(np.median(times)), 3)
         block["core_gain"] = round(block["p50_ms"][ONE_THREAD] / block["p50_ms"][ALL_CORES], 3)
+        block["guest"] = guest_between(before, guest_cpu_seconds())
         blocks.append(block)
         print(block, flush=True)
     engine.close()
@@ -126,14 +152,9 @@ def main(argv: list[str] | None = None) -> dict:
         "data": {**data, "questions_per_block": args.block},
         "blocks": blocks,
         "summary": group_summary(blocks, args.gain_split),
-        "seconds": round(time.time() - started, 1),
-        "hardware": current_hardware(),
-        "versions": bench.library_versions(),
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record["summary"], indent=1))
-    return record
+    return bench.save_probe_record(record, started, args.out)
 
 
 if __name__ == "__main__":

@@ -125,8 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps(child(json.loads(args.child))))
         return {}
     from variants import runtime  # noqa: PLC0415
-    from variants.bench import library_versions  # noqa: PLC0415
-    from variants.results import current_hardware  # noqa: PLC0415
+    from variants.bench import save_probe_record  # noqa: PLC0415
 
     runs: dict[str, list[dict]] = {name: [] for name in SETTINGS}
     started = time.time()
@@ -160,14 +159,9 @@ def main(argv: list[str] | None = None) -> dict:
         "rounds": args.rounds,
         "runs": runs,
         "median_of_rounds": summary,
-        "seconds": round(time.time() - started, 1),
-        "hardware": current_hardware(),
-        "versions": library_versions(),
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(summary, indent=1))
-    return record
+    return save_probe_record(record, started, args.out)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """How the variants read a short context: the answerable questions of a SQuAD v2 file asked twice,
 about their whole paragraph and about the one sentence that holds the answer. A JSON record.
 
-    python scripts/short_context_eval.py --out assets/results/short-context-<date>.json
+    python scripts/short_context_eval.py --out assets/results/short-context-cpu-<cpu>-<date>.json
 
 People who type into the demo paste a sentence or two, not a SQuAD paragraph. Each variant answers
 at threshold 0 (the app's default), one question at a time; the record keeps F1, the share answered
 "no answer", and each variant's mean per-question F1 difference to the baseline with its paired
-bootstrap interval, for both contexts. The sentence is cut by rule (``answer_sentence``), so an
-abbreviation can cut it short; the gold answers are scored as texts, as the SQuAD metric does.
+bootstrap interval, for both contexts. The sentence is cut by rule (``answer_sentence``) around
+the first gold answer, so an abbreviation can cut it short; every gold answer is scored as a text,
+as the SQuAD metric does, including ones that the cut left out.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
 VARIANTS = ("baseline", "pruned", "pruned-onnx-opt-int8")
 SENTENCE_END = re.compile(r"[.!?]['\"”’)\]]*\s+")
 
@@ -43,21 +43,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, the baseline first")
     parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
     parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
-    parser.add_argument("--data", default=str(SAMPLE), help="SQuAD v2 JSON file (default: the bench's sample)")
+    parser.add_argument("--data", help="SQuAD v2 JSON file (default: the bench's sample)")
     parser.add_argument("--rounds", type=int, default=5000, help="bootstrap rounds")
     parser.add_argument("--out", help="where to write the record (default: print only)")
     args = parser.parse_args(argv)
 
-    from variants.bench import library_versions, load_data  # noqa: PLC0415
+    from variants.bench import DEFAULT_DATA, load_data, save_probe_record  # noqa: PLC0415
     from variants.engine import load_engine  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
-    from variants.results import current_hardware  # noqa: PLC0415
     from variants.squad import paired_bootstrap, question_f1  # noqa: PLC0415
 
     names = args.variants.split(",")
     overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
     engine = load_engine(args.preset, "cpu", overrides, names=names, fallback=False)
-    examples, data = load_data(args.data)
+    examples, data = load_data(args.data or DEFAULT_DATA)
     examples = [e for e in examples if not e.is_impossible]
     contexts = {
         "paragraph": [e.context for e in examples],
@@ -103,14 +102,9 @@ def main(argv: list[str] | None = None) -> dict:
         "data": {**data, "answerable_asked": len(examples), "median_context_chars": lengths},
         "results": results,
         "bootstrap": {"rounds": args.rounds, "seed": 0},
-        "seconds": round(time.time() - started, 1),
-        "hardware": current_hardware(),
-        "versions": library_versions(),
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(results, indent=1))
-    return record
+    return save_probe_record(record, started, args.out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -487,15 +488,27 @@ def test_the_core_share_probe_times_three_runners_in_blocks(tiny_qa_dir, tiny_pr
     args += ["--data", str(squad_file)]
     record = probe.main([*args, "--seconds", "1", "--block", "2", "--gain-split", "0.5", "--out", str(out)])
     assert json.loads(out.read_text()) == record and record["kind"] == "core-share-probe"
-    runners = {probe.ALL_CORES, probe.ONE_THREAD, probe.PIPELINE}
-    assert record["blocks"] and all(set(b["p50_ms"]) == runners for b in record["blocks"])
-    for b in record["blocks"]:
-        assert b["core_gain"] == round(b["p50_ms"][probe.ONE_THREAD] / b["p50_ms"][probe.ALL_CORES], 3)
-    every = record["summary"]["all blocks"]
-    assert every["blocks"] == len(record["blocks"])
-    split = [record["summary"][k]["blocks"] for k in ("core_gain >= 0.5", "core_gain < 0.5")]
-    assert sum(split) == len(record["blocks"])
+    assert record["blocks"] and all(set(b["p50_ms"]) == set(probe.RUNNERS) for b in record["blocks"])
+    assert all(b["guest"]["others_cpu_s"] >= 0 and b["guest"]["steal_s"] >= 0 for b in record["blocks"])
+    assert record["summary"]["all blocks"]["blocks"] == len(record["blocks"])
+    assert record["data"]["questions_per_block"] == 2 and record["data"]["n_questions"] == len(QUESTIONS)
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
+
+
+def test_guest_cpu_seconds_count_this_process_and_the_whole_guest():
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("core_share_probe")
+    before = probe.guest_cpu_seconds()
+    spin_until = time.process_time() + 0.3
+    while time.process_time() < spin_until:
+        pass
+    after = probe.guest_cpu_seconds()
+    assert after["own"] - before["own"] >= 0.25
+    if Path("/proc/stat").exists():  # the guest's busy time includes this process's
+        assert after["busy"] - before["busy"] >= 0.2
+    reading = probe.guest_between({"busy": 10.0, "steal": 1.0, "own": 3.0}, {"busy": 14.0, "steal": 1.5, "own": 5.0})
+    assert reading == {"others_cpu_s": 2.0, "steal_s": 0.5}
 
 
 def test_core_share_groups_split_blocks_by_gain():
@@ -505,7 +518,7 @@ def test_core_share_groups_split_blocks_by_gain():
 
     def block(all_cores, one, pipe):
         times = {probe.ALL_CORES: all_cores, probe.ONE_THREAD: one, probe.PIPELINE: pipe}
-        return {"p50_ms": times, "core_gain": one / all_cores}
+        return {"p50_ms": times, "core_gain": one / all_cores, "guest": {"others_cpu_s": 0.1, "steal_s": 0.0}}
 
     blocks = [block(4.0, 7.0, 32.0), block(5.0, 7.5, 30.0), block(7.0, 7.0, 35.0)]
     summary = probe.group_summary(blocks, 1.25)

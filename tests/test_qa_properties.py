@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
@@ -166,14 +166,24 @@ def tokenizer_families(tokenizer) -> dict[str, PreTrainedTokenizerFast]:
             decoders.Metaspace(),
             "[CLS] $A [SEP] $B [SEP]",
         ),
+        # DeBERTa-v2/v3's fast tokenizer (split_by_punct): a word-start marker before every piece, "a?b" -> 6 tokens
+        "punctuation split + metaspace always": _trained(
+            models.Unigram(),
+            trainers.UnigramTrainer(vocab_size=120, special_tokens=specials, unk_token="[UNK]"),
+            pre_tokenizers.Sequence([pre_tokenizers.Punctuation(), pre_tokenizers.Metaspace(prepend_scheme="always")]),
+            decoders.Metaspace(),
+            "[CLS] $A [SEP] $B [SEP]",
+        ),
     }
 
 
 ASCII_QUESTIONS = st.text(alphabet=st.sampled_from("abcdefghij xyz?()-.,1\t'"), max_size=40)
+PUNCTUATION_DENSE = st.text(alphabet=st.sampled_from("a?(.-"), min_size=8, max_size=30)  # two tokens a character
 
 
 @PROPERTY
-@given(question=st.one_of(ASCII_QUESTIONS, QUESTIONS), stride=st.sampled_from([2, 6, 12]))
+@example(question="a?b?c?d?e?f?g?h?i?j", stride=12)  # 19 characters, 37 tokens after a punctuation split
+@given(question=st.one_of(ASCII_QUESTIONS, PUNCTUATION_DENSE, QUESTIONS), stride=st.sampled_from([2, 6, 12]))
 def test_the_stride_known_without_tokenizing_is_the_stride_counted(tokenizer_families, question, stride) -> None:
     """window_stride skips tokenizing short ASCII questions; it gives the stride (or the error) that
     counting the question's tokens gives, for every tokenizer family, around the length where it changes."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -240,6 +241,16 @@ def library_versions() -> dict[str, str | None]:
         "tokenizers": dist_version("tokenizers"),
         "numpy": dist_version("numpy"),
     }
+
+
+def save_probe_record(record: dict[str, Any], started: float, out: str | Path | None) -> dict[str, Any]:
+    """A probe's JSON record (``scripts/*_probe.py`` and the like: not a benchmark record) with the seconds since
+    ``started``, this machine and the library versions added; written to ``out`` when given."""
+    record |= {"seconds": round(time.time() - started, 1), "hardware": current_hardware()}
+    record["versions"] = library_versions()
+    if out:
+        Path(out).write_text(json.dumps(record, indent=2) + "\n")
+    return record
 
 
 def _set_threads(n: int) -> None:

@@ -151,13 +151,16 @@ def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> 
     alone or together (the dynamic batcher groups requests by it).
 
     Most questions are too short to matter, and those are known without tokenizing them, so that a
-    request makes one tokenizer call, not two: an ASCII question of n characters has at most n + 1
-    tokens (every WordPiece, BPE or byte token covers one character or more; a word-start marker
-    such as SentencePiece's may add one). Only a longer or non-ASCII question is tokenized here.
+    request makes one tokenizer call, not two: an ASCII question of n characters has at most 2n + 1
+    tokens (every WordPiece, BPE or byte token covers one character or more, and a word-start marker
+    such as SentencePiece's adds at most one token per piece, even after a split at every punctuation
+    mark, as DeBERTa's tokenizer does). A normalizer that lengthened ASCII text would break the bound;
+    the tokenizer families in tests/test_qa_properties.py are checked against it. Only a longer or
+    non-ASCII question is tokenized here.
     """
     specials = tokenizer.num_special_tokens_to_add(pair=True)
     full_stride_up_to = settings.max_length - specials - max(2 * settings.stride, 8)  # question tokens
-    if all(q.isascii() and len(q) + 1 <= full_stride_up_to for q in questions):
+    if questions and all(q.isascii() and 2 * len(q) + 1 <= full_stride_up_to for q in questions):
         return settings.stride
     longest_question = max(len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"])
     room = settings.max_length - longest_question - specials
