@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,16 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 VARIANTS = ("baseline", "pruned", "pruned-onnx-opt-int8")
-SENTENCE_END = re.compile(r"[.!?]['\"”’)\]]*\s+")
 
 
 def answer_sentence(context: str, start: int, end: int) -> str:
-    """The sentence(s) of ``context`` that hold the characters ``start:end``: from the last sentence end
-    at or before ``start`` to the first at or after ``end``."""
-    ends = [m.end() for m in SENTENCE_END.finditer(context)]
-    first = max((e for e in ends if e <= start), default=0)
-    last = min((e for e in ends if e >= end), default=len(context))
-    return context[first:last].strip()
+    """The sentence(s) of ``context`` that hold the characters ``start:end`` (``variants.augment``'s cut)."""
+    from variants.augment import answer_sentence_span  # noqa: PLC0415
+
+    first, last = answer_sentence_span(context, start, end)
+    return context[first:last]
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 from variants import augment
 from variants.squad import QAExample
@@ -100,3 +101,40 @@ def test_pairs_for_the_teacher_have_no_gold_answer_and_change_the_question_or_th
     assert {m.id.split("-")[2] for m in made} == {"shu", "swp", "par"}
     assert augment.teacher_only_pairs(examples, 5.0, 0) == made  # seeded
     assert augment.shuffled_sentences("One sentence only.", random.Random(0)) is None
+
+
+def test_short_context_copies_keep_each_answer_inside_its_sentence():
+    one_sentence = "Lyon lies where the Rhone meets the Saone."
+    examples = [
+        example("q1", "What is the capital of France?", PARIS, "Paris"),
+        example("q2", "Who held it for two months?", PARIS, "the Commune"),
+        example("q3", "When did Italy become a republic?", ROME, "1946"),
+        example("q4", "Which rivers meet in Lyon?", one_sentence, "the Rhone"),  # nothing to cut: no copy
+        QAExample("q5", "Who founded it?", ROME, title="cities"),  # unanswerable: no copy
+    ]
+    two_golds = ("the Commune", "Paris"), (PARIS.index("the Commune"), 0)  # the second lies in the sentence before
+    examples[1] = replace(examples[1], answers=two_golds[0], answer_starts=two_golds[1])
+    made = augment.short_context_copies(examples + examples[:1], share=1.0, seed=0)  # q1 twice: one copy
+    by_id = {m.id: m for m in made}
+    assert set(by_id) == {"q1-sen", "q2-sen", "q3-sen"}
+    assert by_id["q1-sen"].context == "Paris is the capital of France."
+    assert by_id["q2-sen"].context == "In 1871 the Commune held Paris for two months."
+    assert by_id["q2-sen"].answers == ("the Commune",) and len(made) == 3
+    assert by_id["q3-sen"].context == "In 1946 Italy became a republic."
+    for m in made:
+        assert not m.is_impossible and len(m.context) < len(PARIS)
+        for answer, start in zip(m.answers, m.answer_starts, strict=True):
+            assert m.context[start : start + len(answer)] == answer
+    assert len(augment.short_context_copies(examples, share=0.5, seed=0)) <= 2  # half of the four answerable
+    assert augment.short_context_copies(examples + examples[:1], 1.0, 0) == made  # seeded
+
+
+def test_training_data_gains_short_context_copies(tmp_path):
+    article = {"title": "a", "paragraphs": [{"context": PARIS, "qas": [
+        {"id": "p1", "question": "Who held Paris?", "is_impossible": False,
+         "answers": [{"text": "the Commune", "answer_start": PARIS.index("the Commune")}]}]}]}  # fmt: skip
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [article]}))
+    plain, _ = load_examples(TrainConfig("finetune", "b", str(path), "o"))
+    more, _ = load_examples(TrainConfig("finetune", "b", str(path), "o", short_contexts=1.0))
+    assert more[: len(plain)] == plain and [e.id for e in more[len(plain) :]] == ["p1-sen"]

@@ -16,7 +16,9 @@ does this offline (nlpaug and TextAttack fetch WordNet or models from the networ
 
 Its second job, ``--teacher-inputs``: question-paragraph pairs with no gold answer at all
 (:func:`teacher_only_pairs`), for a distilled student to learn the teacher's answers on inputs the
-teacher never trained on.
+teacher never trained on. Its third, ``--short-contexts``: answerable questions again with only the
+sentence that holds their answer as context (:func:`short_context_copies`), since people ask about a
+sentence or two and SQuAD about paragraphs.
 """
 
 from __future__ import annotations
@@ -180,4 +182,39 @@ def teacher_only_pairs(examples: list[QAExample], share: float, seed: int) -> li
         if question is not None and context is not None:
             made.append(replace(ex, id=f"{ex.id}-tea-{how}-{n}", question=question, context=context,
                                 answers=(), answer_starts=()))  # fmt: skip
+    return made
+
+
+SENTENCE_END = re.compile(r"[.!?]['\"”’)\]]*\s+")
+
+
+def answer_sentence_span(context: str, start: int, end: int) -> tuple[int, int]:
+    """Where the sentence(s) of ``context`` that hold the characters ``start:end`` begin and end: from the
+    last sentence end at or before ``start`` to the first at or after ``end``, without surrounding blanks.
+    Cut by rule, so an abbreviation ("U.S. ") can cut a sentence short."""
+    ends = [m.end() for m in SENTENCE_END.finditer(context)]
+    first = max((e for e in ends if e <= start), default=0)
+    last = min((e for e in ends if e >= end), default=len(context))
+    while first < last and context[first].isspace():
+        first += 1
+    while last > first and context[last - 1].isspace():
+        last -= 1
+    return first, last
+
+
+def short_context_copies(examples: list[QAExample], share: float, seed: int) -> list[QAExample]:
+    """``share`` x the answerable ``examples`` again (a seeded draw without repeats), each with only the
+    sentence(s) holding its first answer as context; the gold answers inside keep their text, at their
+    new starts. A paragraph of one sentence gives no copy. Ids end in ``-sen``."""
+    answerable = [e for e in {e.id: e for e in examples}.values() if not e.is_impossible]
+    made: list[QAExample] = []
+    for ex in random.Random(seed).sample(answerable, min(len(answerable), round(share * len(answerable)))):
+        first, last = answer_sentence_span(ex.context, ex.answer_starts[0], ex.answer_starts[0] + len(ex.answers[0]))
+        if (first, last) == (0, len(ex.context)):
+            continue
+        inside = [(a, s - first) for a, s in zip(ex.answers, ex.answer_starts, strict=True)
+                  if first <= s and s + len(a) <= last]  # fmt: skip
+        answers, starts = tuple(a for a, _ in inside), tuple(s for _, s in inside)
+        context = ex.context[first:last]
+        made.append(replace(ex, id=f"{ex.id}-sen", context=context, answers=answers, answer_starts=starts))
     return made

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from variants import prune as pruning
-from variants.augment import synthetic_unanswerable, teacher_only_pairs
+from variants.augment import short_context_copies, synthetic_unanswerable, teacher_only_pairs
 from variants.checkpoint import FILE as CHECKPOINT_FILE
 from variants.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.results import current_hardware
@@ -71,6 +71,7 @@ class TrainConfig:
     holdout_articles: int = 0  # articles with unanswerable questions kept out of training, to calibrate on
     synthetic_unanswerable: float = 0.0  # share of answerable questions also added as rule-made unanswerable ones
     teacher_inputs: float = 0.0  # prune: up to this many unlabelled pairs per training example, teacher-labelled only
+    short_contexts: float = 0.0  # share of answerable questions also seen with only their answer's sentence as context
     # prune stage only
     teacher: str = ""
     head_share: float = 0.5
@@ -354,7 +355,8 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
 
     ``held_out`` (else ``cfg.holdout_articles`` titles drawn with the seed) are removed; ``limit``
     takes a seeded sample; unanswerable questions are repeated ``impossible_repeat`` times, and a
-    ``synthetic_unanswerable`` share of the answerable ones comes back unanswerable (variants.augment).
+    ``synthetic_unanswerable`` share of the answerable ones comes back unanswerable, and a ``short_contexts``
+    share with only its answer's sentence as context (variants.augment).
     Oversampling them moves the model's prior towards "no answer" when the evaluation set has more
     of them than the training set (train.json 23%, dev.json 53%).
     """
@@ -368,6 +370,8 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
         examples = examples + [e for e in examples if e.is_impossible] * (cfg.impossible_repeat - 1)
     if cfg.synthetic_unanswerable:
         examples = examples + synthetic_unanswerable(examples, cfg.synthetic_unanswerable, cfg.seed)
+    if cfg.short_contexts:
+        examples = examples + short_context_copies(examples, cfg.short_contexts, cfg.seed)
     return examples, held_out
 
 
@@ -758,6 +762,11 @@ def card(folder: str, data: str | None) -> dict:
         summary += (
             f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
             "answerable ones (`variants/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
+        )
+    if cfg.get("short_contexts"):
+        summary += (
+            f" Training also saw {cfg['short_contexts']:.0%} of the answerable questions again with only the sentence "
+            "that holds the answer as context (`variants/augment.py`)."
         )
     if pruned and cfg.get("teacher_inputs"):
         stage = "The refinement" if cfg.get("recipe") == "refine" else "Distillation"
