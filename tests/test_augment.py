@@ -129,12 +129,21 @@ def test_short_context_copies_keep_each_answer_inside_its_sentence():
     assert augment.short_context_copies(examples + examples[:1], 1.0, 0) == made  # seeded
 
 
-def test_training_data_gains_short_context_copies(tmp_path):
-    article = {"title": "a", "paragraphs": [{"context": PARIS, "qas": [
-        {"id": "p1", "question": "Who held Paris?", "is_impossible": False,
-         "answers": [{"text": "the Commune", "answer_start": PARIS.index("the Commune")}]}]}]}  # fmt: skip
-    path = tmp_path / "squad.json"
-    path.write_text(json.dumps({"version": "v2.0", "data": [article]}))
-    plain, _ = load_examples(TrainConfig("finetune", "b", str(path), "o"))
-    more, _ = load_examples(TrainConfig("finetune", "b", str(path), "o", short_contexts=1.0))
-    assert more[: len(plain)] == plain and [e.id for e in more[len(plain) :]] == ["p1-sen"]
+def test_short_context_features_are_labelled_and_left_out_of_the_importance_sample(tmp_path):
+    from transformers import BertTokenizerFast  # noqa: PLC0415
+
+    from variants import train  # noqa: PLC0415
+
+    vocab = tmp_path / "vocab.txt"
+    words = {w.strip(".").lower() for w in (PARIS + " " + ROME).split()} | {"who", "held", "?", "."}
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]))
+    tokenizer = BertTokenizerFast(str(vocab))
+    examples = [example("q1", "who held paris?", PARIS, "the Commune"), example("q2", "who held it?", ROME, "Rome")]
+    cfg = TrainConfig("prune", "b", "d", "o", max_length=64, stride=16, short_contexts=1.0)
+    copies = train.short_context_features(tokenizer, examples, cfg)
+    assert len(copies) == 2 and all(f["calibrate"] is False for f in copies)
+    assert all(f["start_positions"] > 0 for f in copies)  # the answer is inside the sentence: a real span, not [CLS]
+    assert train.short_context_features(tokenizer, examples, replace(cfg, short_contexts=0.0)) == []
+    plain = train.build_train_features(tokenizer, examples, 64, 16)
+    unlabelled = [f | {"start_positions": train.UNLABELLED} for f in plain]  # pairs for the teacher only
+    assert train.calibration_pool(plain + unlabelled + copies) == list(range(len(plain)))

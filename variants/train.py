@@ -355,8 +355,7 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
 
     ``held_out`` (else ``cfg.holdout_articles`` titles drawn with the seed) are removed; ``limit``
     takes a seeded sample; unanswerable questions are repeated ``impossible_repeat`` times, and a
-    ``synthetic_unanswerable`` share of the answerable ones comes back unanswerable, and a ``short_contexts``
-    share with only its answer's sentence as context (variants.augment).
+    ``synthetic_unanswerable`` share of the answerable ones comes back unanswerable (variants.augment).
     Oversampling them moves the model's prior towards "no answer" when the evaluation set has more
     of them than the training set (train.json 23%, dev.json 53%).
     """
@@ -370,9 +369,17 @@ def load_examples(cfg: TrainConfig, held_out: list[str] | None = None) -> tuple[
         examples = examples + [e for e in examples if e.is_impossible] * (cfg.impossible_repeat - 1)
     if cfg.synthetic_unanswerable:
         examples = examples + synthetic_unanswerable(examples, cfg.synthetic_unanswerable, cfg.seed)
-    if cfg.short_contexts:
-        examples = examples + short_context_copies(examples, cfg.short_contexts, cfg.seed)
     return examples, held_out
+
+
+def short_context_features(tokenizer, examples: list[QAExample], cfg: TrainConfig) -> list[dict]:
+    """Training features of ``cfg.short_contexts`` x the answerable ``examples`` with only their answer's
+    sentence as context (:func:`variants.augment.short_context_copies`). They are marked so that pruning
+    scores importance without them, and cuts what the same run without them would cut."""
+    if not cfg.short_contexts:
+        return []
+    copies = short_context_copies(examples, cfg.short_contexts, cfg.seed)
+    return [f | {"calibrate": False} for f in build_train_features(tokenizer, copies, cfg.max_length, cfg.stride)]
 
 
 def data_name(data: str) -> str:
@@ -419,6 +426,7 @@ def finetune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
     model = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
     examples, held_out = load_examples(cfg)
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    features += short_context_features(tokenizer, examples, cfg)
     print(f"{len(features)} training features; held out: {held_out}", flush=True)
     started = time.time()
     resumed = checkpoint.load() if checkpoint else None
@@ -441,6 +449,7 @@ def prune_inputs(cfg: TrainConfig):
     held = json.loads(teacher_record.read_text()).get("holdout_titles") if teacher_record.is_file() else None
     examples, held_out = load_examples(cfg, held)
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    features += short_context_features(tokenizer, examples, cfg)
     extra = teacher_only_pairs(examples, cfg.teacher_inputs, cfg.seed) if cfg.teacher_inputs else []
     if extra:
         features += build_train_features(tokenizer, extra, cfg.max_length, cfg.stride, labelled=False)
@@ -449,9 +458,15 @@ def prune_inputs(cfg: TrainConfig):
     return tokenizer, features, held_out
 
 
+def calibration_pool(features: list[dict]) -> list[int]:
+    """Indices of the features pruning may score importance on: the labelled ones, less the short-context
+    copies (:func:`short_context_features`)."""
+    return [i for i, f in enumerate(features) if f["start_positions"] != UNLABELLED and f.get("calibrate", True)]
+
+
 def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> pruning.Importance:
-    """First-order importance on a seeded calibration subset of the labelled training features."""
-    labelled = [i for i, f in enumerate(features) if f["start_positions"] != UNLABELLED]
+    """First-order importance on a seeded calibration subset of :func:`calibration_pool`."""
+    labelled = calibration_pool(features)
     calib = random.Random(cfg.seed).sample(labelled, min(cfg.calib_examples, len(labelled)))
     return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
 
