@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
+from variants import bench
+
 ALL_CORES, ONE_THREAD, PIPELINE = "variant, all cores", "variant, one thread", "pipeline"
 RUNNERS = (ALL_CORES, ONE_THREAD, PIPELINE)
 
@@ -83,10 +85,8 @@ def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="embedded")
+    bench.add_probe_arguments(parser)
     parser.add_argument("--variant", default="pruned-onnx-opt-int8", help="an ONNX Runtime variant of the preset")
-    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
-    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
     parser.add_argument("--data", help="SQuAD v2 JSON file (default: the bench's sample)")
     parser.add_argument("--seconds", type=float, default=300, help="how long the blocks go on")
     parser.add_argument("--block", type=int, default=20, help="timed questions per runner per block")
@@ -96,22 +96,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch  # noqa: PLC0415
 
-    from variants import bench, runtime  # noqa: PLC0415
-    from variants.engine import load_engine  # noqa: PLC0415
+    from variants import runtime  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
 
-    overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
-    engine = load_engine(args.preset, "cpu", overrides, names=[args.variant], fallback=False)
+    engine = bench.probe_engine(args.preset, [args.variant], args.baseline, args.pruned)
     loaded = engine.variants[args.variant]
-    if not loaded.ok:
-        raise SystemExit(f"{args.variant}: {loaded.error}")
     if not isinstance(loaded.model, runtime.OrtQAModel):
         raise SystemExit(f"{args.variant} is not an ONNX Runtime variant: its thread count is not its own to set")
     one_thread = runtime.OrtQAModel(loaded.model.path, threads=1)
     peer = bench.peer_runner(engine, args)
     if not isinstance(peer, bench.Runner):
         raise SystemExit(f"pipeline: {peer.error}")
-    settings = loaded.settings or engine.settings
+    settings = engine.settings_for(loaded)
 
     def run_with(model):
         return lambda q, c: answer(model, loaded.tokenizer, q, c, settings)

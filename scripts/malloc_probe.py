@@ -77,17 +77,13 @@ def child(spec: dict) -> dict:
     applied = runtime.limit_native_memory()  # load_engine calls it again, with the same values
     facts = {"pid": os.getpid(), "applied": applied, "mmap_threshold": runtime.MMAP_THRESHOLD}
     facts |= {"trim_threshold": runtime.TRIM_THRESHOLD, "mmaps_4mib_block": block_is_mmapped(CHECK_BLOCK)}
-    from variants.bench import load_data  # noqa: PLC0415
-    from variants.engine import load_engine  # noqa: PLC0415
+    from variants.bench import load_data, probe_engine  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
 
-    overrides = {k: spec[k] for k in ("baseline", "pruned") if spec.get(k)}
-    engine = load_engine(spec["preset"], "cpu", overrides, names=[spec["variant"]], fallback=False)
+    engine = probe_engine(spec["preset"], [spec["variant"]], spec.get("baseline"), spec.get("pruned"))
     loaded = engine.variants[spec["variant"]]
-    if not loaded.ok:
-        return facts | {"error": loaded.error}
     examples, _ = load_data(SAMPLE, limit=spec["questions"])
-    settings = loaded.settings or engine.settings
+    settings = engine.settings_for(loaded)
     for e in examples[: spec["warmup"]]:
         answer(loaded.model, loaded.tokenizer, e.question, e.context, settings)
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -109,11 +105,11 @@ def child(spec: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from variants.bench import add_probe_arguments  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="embedded")
+    add_probe_arguments(parser)
     parser.add_argument("--variant", default="pruned-onnx-opt-int8")
-    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
-    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=10)
@@ -141,8 +137,6 @@ def main(argv: list[str] | None = None) -> dict:
             except subprocess.CalledProcessError as exc:
                 raise SystemExit(f"{name}: the child failed:\n{exc.stderr}") from exc
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            if "error" in runs[name][-1]:
-                raise SystemExit(f"{name}: {runs[name][-1]['error']}")
             print(name, runs[name][-1], flush=True)
     keys = ("p50_ms", "mean_ms", "p90_ms", "kernel_s")
     summary = {name: {k: round(float(np.median([r[k] for r in rs])), 3) for k in keys} for name, rs in runs.items()}

@@ -23,36 +23,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
+from variants.augment import answer_sentence
+from variants.bench import DEFAULT_DATA, add_probe_arguments, load_data, probe_engine, save_probe_record
+
 VARIANTS = ("baseline", "pruned", "pruned-onnx-opt-int8")
-
-
-def answer_sentence(context: str, start: int, end: int) -> str:
-    """The sentence(s) of ``context`` that hold the characters ``start:end`` (``variants.augment``'s cut)."""
-    from variants.augment import answer_sentence_span  # noqa: PLC0415
-
-    first, last = answer_sentence_span(context, start, end)
-    return context[first:last]
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="embedded")
+    add_probe_arguments(parser)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, the baseline first")
-    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
-    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
     parser.add_argument("--data", help="SQuAD v2 JSON file (default: the bench's sample)")
     parser.add_argument("--rounds", type=int, default=5000, help="bootstrap rounds")
     parser.add_argument("--out", help="where to write the record (default: print only)")
     args = parser.parse_args(argv)
 
-    from variants.bench import DEFAULT_DATA, load_data, save_probe_record  # noqa: PLC0415
-    from variants.engine import load_engine  # noqa: PLC0415
     from variants.qa import answer  # noqa: PLC0415
     from variants.squad import paired_bootstrap, question_f1  # noqa: PLC0415
 
     names = args.variants.split(",")
-    overrides = {k: v for k, v in (("baseline", args.baseline), ("pruned", args.pruned)) if v}
-    engine = load_engine(args.preset, "cpu", overrides, names=names, fallback=False)
+    engine = probe_engine(args.preset, names, args.baseline, args.pruned)
     examples, data = load_data(args.data or DEFAULT_DATA)
     examples = [e for e in examples if not e.is_impossible]
     contexts = {
@@ -66,9 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     no_answer: dict[str, dict[str, float]] = {}
     for name in names:
         loaded = engine.variants[name]
-        if not loaded.ok:
-            raise SystemExit(f"{name}: {loaded.error}")
-        settings = loaded.settings or engine.settings
+        settings = engine.settings_for(loaded)
         f1[name], no_answer[name] = {}, {}
         for kind, texts in contexts.items():
             pairs = zip(examples, texts, strict=True)

@@ -559,3 +559,11 @@ def test_the_short_context_eval_asks_each_question_twice(tiny_qa_dir, tiny_prune
             assert ("f1_minus_baseline" in entry) is (name != "baseline")
     short, whole = (record["data"]["median_context_chars"][k] for k in ("answer sentence", "paragraph"))
     assert 0 < short <= whole
+
+
+def test_a_probe_exits_naming_the_variant_that_did_not_load(tiny_qa_dir, tmp_path):
+    engine = bench.probe_engine("embedded", ["baseline"], baseline=str(tiny_qa_dir))
+    assert engine.variants["baseline"].ok and engine.settings_for(engine.variants["baseline"]).max_length == 128
+    engine.close()
+    with pytest.raises(SystemExit, match=r"^baseline: "):
+        bench.probe_engine("embedded", ["baseline"], baseline=str(tmp_path / "no-such-model"))

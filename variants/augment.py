@@ -202,6 +202,12 @@ def answer_sentence_span(context: str, start: int, end: int) -> tuple[int, int]:
     return first, last
 
 
+def answer_sentence(context: str, start: int, end: int) -> str:
+    """The sentence(s) of ``context`` that hold the characters ``start:end`` (:func:`answer_sentence_span`)."""
+    first, last = answer_sentence_span(context, start, end)
+    return context[first:last]
+
+
 def short_context_copies(examples: list[QAExample], share: float, seed: int) -> list[QAExample]:
     """``share`` x the answerable ``examples`` again (a seeded draw without repeats), each with only the
     sentence(s) holding its first answer as context; the gold answers inside keep their text, at their

@@ -243,6 +243,27 @@ def library_versions() -> dict[str, str | None]:
     }
 
 
+def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model options every probe script shares (``scripts/*_probe.py`` and the like)."""
+    parser.add_argument("--preset", default="embedded")
+    parser.add_argument("--baseline", help="the preset's baseline model instead (a Hub id or folder)")
+    parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
+
+
+def probe_engine(preset: str, names: list[str], baseline: str | None = None, pruned: str | None = None) -> Any:
+    """The CPU engine a probe script measures: only the variants ``names`` of ``preset`` (its baseline or pruned
+    model replaced where given), no fallback. Exits naming each variant that did not load."""
+    from variants.engine import load_engine  # noqa: PLC0415
+
+    overrides = {k: v for k, v in (("baseline", baseline), ("pruned", pruned)) if v}
+    engine = load_engine(preset, "cpu", overrides, names=names, fallback=False)
+    failed = [f"{name}: {engine.variants[name].error}" for name in names if not engine.variants[name].ok]
+    if failed:
+        engine.close()
+        raise SystemExit("; ".join(failed))
+    return engine
+
+
 def save_probe_record(record: dict[str, Any], started: float, out: str | Path | None) -> dict[str, Any]:
     """A probe's JSON record (``scripts/*_probe.py`` and the like: not a benchmark record) with the seconds since
     ``started``, this machine and the library versions added; written to ``out`` when given."""
@@ -307,7 +328,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             entry.device, entry.provider, entry.dtype = info["device"], info["provider"], info["dtype"]
             entry.size_mb, entry.parameters, entry.notes = info["size_mb"], info["parameters"], list(info["notes"])
             entry.build = info["build"]
-            settings = loaded.settings or engine.settings
+            settings = engine.settings_for(loaded)
             answer = _engine_answerer(model, tokenizer, settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer, settings))
     return runners, entries

@@ -202,12 +202,16 @@ class Engine:
         if old is not None and old.batcher is not None:
             old.batcher.close()
 
+    def settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
+        """The decoding settings ``loaded`` answers with: its own (windows capped to its model), else the engine's."""
+        return loaded.settings or self.settings
+
     def _start_batcher(self, loaded: LoadedVariant) -> None:
         """With batching on, a batcher per loaded variant (one at a time for batch-sensitive models)."""
         if self.batching is None or not loaded.ok:
             return
         model, tokenizer = loaded.model, loaded.tokenizer
-        settings = loaded.settings or self.settings
+        settings = self.settings_for(loaded)
         config = self.batching
         if not model.batch_invariant:  # its answers depend on what shares the batch: never mix requests
             config = BatchingConfig(max_wait_ms=0, max_batch_size=1)
@@ -333,7 +337,7 @@ class Engine:
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
         batcher = loaded.batcher
-        settings = loaded.settings or self.settings
+        settings = self.settings_for(loaded)
 
         def run() -> Answer:
             if batcher is not None:
@@ -399,7 +403,7 @@ class Engine:
         loaded = self.variants[name]
         if not loaded.ok:
             raise RuntimeError(f"{name} is not loaded: {loaded.error}")
-        return answer_pairs(loaded.model, loaded.tokenizer, pairs, loaded.settings or self.settings)
+        return answer_pairs(loaded.model, loaded.tokenizer, pairs, self.settings_for(loaded))
 
 
 def _fill(result: VariantResult, ans: Answer) -> None:
