@@ -9,6 +9,9 @@ be ``--b``'s too), decided at threshold 0 as the pipeline decides. The record ke
 the mean of the per-question differences (b - a) and its paired bootstrap interval: the models are
 chosen by F1 on these few hundred questions, and a difference inside the interval is a tie. Its
 ``views`` say what the difference is made of (answerable against unanswerable questions, best-span F1).
+``answer_sentence`` asks the answerable ones again about the sentence that holds the answer alone
+(``short_context_copies``), as people who paste a sentence into the demo do, with the same paired
+interval: the choosing rule's guard for short contexts (README, **Training**).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import torch
 
+from variants.augment import short_context_copies
 from variants.qa import with_null_decision
 from variants.results import current_hardware
 from variants.squad import QAExample, paired_bootstrap, question_f1
@@ -50,7 +54,8 @@ def main(argv: list[str] | None = None) -> dict:
     titles, examples = held_out_questions(args.data, [args.a, args.b])
     torch.set_num_threads(args.threads)
     started = time.time()
-    spans = {name: predict_spans(folder, examples) for name, folder in (("a", args.a), ("b", args.b))}
+    folders = {"a": args.a, "b": args.b}
+    spans = {name: predict_spans(folder, examples) for name, folder in folders.items()}
     a, b = (per_question_f1(examples, spans[name]) for name in ("a", "b"))
     diffs = b - a
     low, high = paired_bootstrap(diffs, args.rounds, args.seed)
@@ -59,6 +64,19 @@ def main(argv: list[str] | None = None) -> dict:
                   for n in ("a", "b")}  # fmt: skip  # no threshold says "no answer": each question's best span
     reading = best_spans["b"] - best_spans["a"]
     reading_low, reading_high = paired_bootstrap(reading, args.rounds, args.seed)
+    # every answerable question again, its context cut to the answer's sentence (one-sentence paragraphs give none)
+    sentences = short_context_copies(examples, 1.0, args.seed)
+    on_sentence = None
+    if sentences:
+        f1 = {n: per_question_f1(sentences, predict_spans(folder, sentences)) for n, folder in folders.items()}
+        sentence_low, sentence_high = paired_bootstrap(f1["b"] - f1["a"], args.rounds, args.seed)
+        on_sentence = {
+            "questions": len(sentences),
+            "a_f1": round(float(f1["a"].mean()), 2),
+            "b_f1": round(float(f1["b"].mean()), 2),
+            "difference": round(float((f1["b"] - f1["a"]).mean()), 2),
+            "interval": [round(sentence_low, 2), round(sentence_high, 2)],
+        }
     record = {
         "what": "F1 at threshold 0 on the held-out training articles, model b against model a, the same questions; "
         "interval: paired bootstrap of the mean per-question difference (b - a), 95%",
@@ -79,13 +97,14 @@ def main(argv: list[str] | None = None) -> dict:
             "difference": round(float(reading.mean()), 2),
             "interval": [round(reading_low, 2), round(reading_high, 2)],
         },
+        "answer_sentence": on_sentence,  # the answerable questions about their answer's sentence alone, at 0
         "bootstrap": {"rounds": args.rounds, "seed": args.seed},
         "hardware": current_hardware(),
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
         "seconds": round(time.time() - started, 1),
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps({k: record[k] for k in ("a", "b", "difference", "interval")}))
+    print(json.dumps({k: record[k] for k in ("a", "b", "difference", "interval", "answer_sentence")}))
     return record
 
 

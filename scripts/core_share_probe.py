@@ -4,13 +4,15 @@ when it does and when it does not. A JSON record.
     python scripts/core_share_probe.py --seconds 300 --out assets/results/core-share-probe-cpu-<cpu>-<date>.json
 
 On a shared VM the latency records move from pass to pass, the fastest variant most. One process
-times three runners in turns, in blocks of ``--block`` questions of the bench's held-out sample,
+times four runners in turns, in blocks of ``--block`` questions of the bench's held-out sample,
 each block after one untimed question, for ``--seconds``: an ONNX variant as the app runs it (all
-cores), the same graph on one thread, and transformers' pipeline on the baseline (the bench's peer).
-Each is timed end to end (tokenize, run, decode) at batch 1.
+cores), the same graph on one thread, and transformers' pipeline on the baseline (the bench's peer)
+with torch's threads and on one thread. Each is timed end to end (tokenize, run, decode) at batch 1.
 
 The one-thread time does not depend on a second core, so a block's ``core_gain`` (one-thread median
-over all-cores median) says how much of the second core the process got in that block. Each block
+over all-cores median) says how much of the second core the variant got in that block, and
+``pipeline_core_gain`` the same for the pipeline: whether a slow spell takes the core from every
+runtime or only from the variant's. Each block
 also keeps what the guest kernel saw meanwhile (``guest``, from /proc/stat and this process's CPU
 times): the CPU seconds other processes of the guest used, and the steal time the hypervisor
 reported. A low gain with neither means the core went somewhere the guest cannot see. The summary
@@ -34,7 +36,8 @@ import numpy as np
 from variants import bench
 
 ALL_CORES, ONE_THREAD, PIPELINE = "variant, all cores", "variant, one thread", "pipeline"
-RUNNERS = (ALL_CORES, ONE_THREAD, PIPELINE)
+PIPELINE_ONE_THREAD = "pipeline, one thread"
+RUNNERS = (ALL_CORES, ONE_THREAD, PIPELINE, PIPELINE_ONE_THREAD)
 
 
 def guest_cpu_seconds() -> dict[str, float]:
@@ -71,12 +74,15 @@ def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
             summary[name] = {"blocks": 0}
             continue
         medians = {r: round(float(np.median([b["p50_ms"][r] for b in members])), 3) for r in RUNNERS}
+        pipeline_gains = [b["pipeline_core_gain"] for b in members]
         ratios = [b["p50_ms"][PIPELINE] / b["p50_ms"][ALL_CORES] for b in members]
         summary[name] = {
             "blocks": len(members),
             "p50_ms": medians,
             "pipeline_over_variant": round(float(np.median(ratios)), 3),
             "pipeline_over_variant_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "core_gain": round(float(np.median([b["core_gain"] for b in members])), 3),
+            "pipeline_core_gain": round(float(np.median(pipeline_gains)), 3),
             "others_cpu_s_per_block": round(float(np.median([b["guest"]["others_cpu_s"] for b in members])), 3),
             "steal_s_total": round(sum(b["guest"]["steal_s"] for b in members), 3),
         }
@@ -112,8 +118,18 @@ def main(argv: list[str] | None = None) -> dict:
     def run_with(model):
         return lambda q, c: answer(model, loaded.tokenizer, q, c, settings)
 
+    torch_threads = torch.get_num_threads()
+
+    def pipeline_on(threads: int):
+        def run(q: str, c: str):
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)  # before the block's untimed question, which absorbs the change
+            return peer.answer([(q, c)], 1)
+
+        return run
+
     runners = {ALL_CORES: run_with(loaded.model), ONE_THREAD: run_with(one_thread)}
-    runners[PIPELINE] = lambda q, c: peer.answer([(q, c)], 1)
+    runners[PIPELINE], runners[PIPELINE_ONE_THREAD] = pipeline_on(torch_threads), pipeline_on(1)
     examples, data = bench.load_data(args.data or bench.DEFAULT_DATA)
     for runner in runners.values():
         for e in examples[:5]:
@@ -134,17 +150,24 @@ def main(argv: list[str] | None = None) -> dict:
                 times.append((time.perf_counter() - t) * 1000)
             block["p50_ms"][name] = round(float(np.median(times)), 3)
         block["core_gain"] = round(block["p50_ms"][ONE_THREAD] / block["p50_ms"][ALL_CORES], 3)
+        block["pipeline_core_gain"] = round(block["p50_ms"][PIPELINE_ONE_THREAD] / block["p50_ms"][PIPELINE], 3)
         block["guest"] = guest_between(before, guest_cpu_seconds())
         blocks.append(block)
         print(block, flush=True)
     engine.close()
+    torch.set_num_threads(torch_threads)
 
     record = {
         "kind": "core-share-probe",  # not a benchmark record: the app's record list skips it by this key
-        "what": "an ONNX variant on all cores and on one thread, and the pipeline, in turns in blocks over time",
+        "what": "an ONNX variant and the pipeline, each on all cores and on one thread, in turns in blocks over time",
         "preset": args.preset,
         "variant": args.variant,
-        "threads": {ALL_CORES: runtime.cpu_threads() or "all", ONE_THREAD: 1, PIPELINE: torch.get_num_threads()},
+        "threads": {
+            ALL_CORES: runtime.cpu_threads() or "all",
+            ONE_THREAD: 1,
+            PIPELINE: torch_threads,
+            PIPELINE_ONE_THREAD: 1,
+        },
         "data": {**data, "questions_per_block": args.block},
         "blocks": blocks,
         "summary": group_summary(blocks, args.gain_split),

@@ -479,7 +479,7 @@ def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
 
 
-def test_the_core_share_probe_times_three_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
+def test_the_core_share_probe_times_four_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
     from test_train import import_script  # noqa: PLC0415
 
     probe = import_script("core_share_probe")
@@ -491,6 +491,9 @@ def test_the_core_share_probe_times_three_runners_in_blocks(tiny_qa_dir, tiny_pr
     assert record["blocks"] and all(set(b["p50_ms"]) == set(probe.RUNNERS) for b in record["blocks"])
     assert all(b["guest"]["others_cpu_s"] >= 0 and b["guest"]["steal_s"] >= 0 for b in record["blocks"])
     assert record["summary"]["all blocks"]["blocks"] == len(record["blocks"])
+    assert all(b["pipeline_core_gain"] > 0 for b in record["blocks"])
+    assert record["threads"][probe.PIPELINE_ONE_THREAD] == 1
+    assert __import__("torch").get_num_threads() == record["threads"][probe.PIPELINE]  # its threads given back
     assert record["data"]["questions_per_block"] == 2 and record["data"]["n_questions"] == len(QUESTIONS)
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
 
@@ -518,7 +521,9 @@ def test_core_share_groups_split_blocks_by_gain():
 
     def block(all_cores, one, pipe):
         times = {probe.ALL_CORES: all_cores, probe.ONE_THREAD: one, probe.PIPELINE: pipe}
-        return {"p50_ms": times, "core_gain": one / all_cores, "guest": {"others_cpu_s": 0.1, "steal_s": 0.0}}
+        times[probe.PIPELINE_ONE_THREAD] = 48.0
+        guest = {"others_cpu_s": 0.1, "steal_s": 0.0}
+        return {"p50_ms": times, "core_gain": one / all_cores, "pipeline_core_gain": 48.0 / pipe, "guest": guest}
 
     blocks = [block(4.0, 7.0, 32.0), block(5.0, 7.5, 30.0), block(7.0, 7.0, 35.0)]
     summary = probe.group_summary(blocks, 1.25)
@@ -526,6 +531,8 @@ def test_core_share_groups_split_blocks_by_gain():
     assert summary["core_gain >= 1.25"]["pipeline_over_variant"] == 7.0  # median of 8.0 and 6.0
     assert summary["core_gain < 1.25"]["p50_ms"][probe.ALL_CORES] == 7.0
     assert summary["all blocks"]["pipeline_over_variant_range"] == [5.0, 8.0]
+    assert summary["core_gain < 1.25"]["core_gain"] == 1.0
+    assert summary["core_gain >= 1.25"]["pipeline_core_gain"] == 1.55  # median of 48/32 and 48/30
     assert probe.group_summary(blocks[:1], 2.0)["core_gain >= 2.0"] == {"blocks": 0}
 
 

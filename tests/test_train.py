@@ -20,11 +20,11 @@ from variants.squad import QAExample
 CONTEXT = "the capital of france is paris and the largest city of italy is rome ."
 
 
-def squad_file(path, n: int = 8, articles: int = 1):
+def squad_file(path, n: int = 8, articles: int = 1, context: str = CONTEXT):
     """A small SQuAD v2 file: answerable questions about paris/rome and unanswerable ones, in
     ``articles`` articles (titles t0, t1, ...) that each hold all ``n`` questions."""
-    data = {"version": "v2.0", "data": [{"title": f"t{a}", "paragraphs": [{"context": CONTEXT, "qas": qas(n, a)}]}
-                                        for a in range(articles)]}  # fmt: skip
+    paragraphs = [[{"context": context, "qas": qas(n, a, context)}] for a in range(articles)]
+    data = {"version": "v2.0", "data": [{"title": f"t{a}", "paragraphs": p} for a, p in enumerate(paragraphs)]}
     path.write_text(json.dumps(data))
     return path
 
@@ -42,7 +42,7 @@ def import_script(name: str):
         sys.path.pop(0)
 
 
-def qas(n: int, article: int) -> list[dict]:
+def qas(n: int, article: int, context: str = CONTEXT) -> list[dict]:
     qas = []
     for i in range(n):
         if i % 4 == 3:
@@ -50,7 +50,7 @@ def qas(n: int, article: int) -> list[dict]:
         else:
             word = "paris" if i % 2 else "rome"
             qas.append({"id": f"a{article}q{i}", "question": f"what is {word} ?", "is_impossible": False,
-                        "answers": [{"text": word, "answer_start": CONTEXT.index(word)}]})  # fmt: skip
+                        "answers": [{"text": word, "answer_start": context.index(word)}]})  # fmt: skip
     return qas
 
 
@@ -224,6 +224,12 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
     assert record["views"]["a"] == record["views"]["b"] and record["views"]["a"]["f1"] == record["a"]["f1"]
     assert all(0 <= record["views"]["a"][k] <= 100 for k in ("has_ans_f1", "no_ans_f1", "best_f1", "span_f1"))
     assert record["span_f1_difference"] == {"questions": 6, "difference": 0, "interval": [0, 0]}  # the answerable
+    assert record["answer_sentence"] is None  # a one-sentence paragraph has no shorter context to ask about
+    two_sentences = squad_file(tmp_path / "two.json", n=8, articles=3, context=CONTEXT.replace(" and ", " . "))
+    args = ["--a", str(a), "--b", str(b), "--rounds", "200", "--out", str(out)]
+    record = compare.main(["--data", str(two_sentences), *args])
+    sentence = record["answer_sentence"]  # the six answerable questions, each about its answer's sentence alone
+    assert sentence["questions"] == 6 and sentence["a_f1"] == sentence["b_f1"] and sentence["interval"] == [0, 0]
     elsewhere = squad_file(tmp_path / "other.json", n=4, articles=1)  # article t0 only
     with pytest.raises(SystemExit, match="none of the held-out articles"):
         compare.main(["--data", str(elsewhere), "--a", str(a), "--b", str(b), "--out", str(out)])
