@@ -1,21 +1,24 @@
-"""Whether this machine gives the process all its cores, and what a variant's lead over the pipeline is
-when it does and when it does not. A JSON record.
+"""Whether a variant gets the machine's second core as the pipeline does, and what its lead over the
+pipeline is when it does and when it does not. A JSON record.
 
     python scripts/core_share_probe.py --seconds 300 --out assets/results/core-share-probe-cpu-<cpu>-<date>.json
 
 On a shared VM the latency records move from pass to pass, the fastest variant most. One process
 times four runners in turns, in blocks of ``--block`` questions of the bench's held-out sample,
-each block after one untimed question, for ``--seconds``: an ONNX variant as the app runs it (all
+each turn after one untimed question, for ``--seconds``: an ONNX variant as the app runs it (all
 cores), the same graph on one thread, and transformers' pipeline on the baseline (the bench's peer)
-with torch's threads and on one thread. Each is timed end to end (tokenize, run, decode) at batch 1.
+with torch's threads and on one thread. Each is timed end to end (tokenize, run, decode) at batch 1,
+every question kept; the runners' order rotates from block to block.
 
-The one-thread time does not depend on a second core, so a block's ``core_gain`` (one-thread median
-over all-cores median) says how much of the second core the variant got in that block, and
-``pipeline_core_gain`` the same for the pipeline: whether a slow spell takes the core from every
-runtime or only from the variant's. Each block
-also keeps what the guest kernel saw meanwhile (``guest``, from /proc/stat and this process's CPU
-times): the CPU seconds other processes of the guest used, and the steal time the hypervisor
-reported. A low gain with neither means the core went somewhere the guest cannot see. The summary
+A block's ``core_gain`` (the one-thread median over the all-cores median) says how much the variant
+gained from its other threads in that block, ``pipeline_core_gain`` the same for the pipeline. A
+turn's median hides a slow moment shorter than half the turn, and the pipeline's turns last about
+five times the variant's, so the record also gives ``slow_share``: per runner, the share of its
+questions that took more than 1.25x that question's median on that runner over the whole run. A
+core that the VM takes away for a while slows whichever multi-threaded runner is running, in
+proportion to its time; a runtime that stops using the core slows alone. Each block also keeps what
+the guest kernel saw meanwhile (``guest``, from /proc/stat and this process's CPU times): the CPU
+seconds other processes of the guest used, and the steal time the hypervisor reported. The summary
 splits the blocks at ``--gain-split`` and gives each group's medians and the pipeline's ratio to the
 variant.
 """
@@ -27,6 +30,7 @@ import json
 import os
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -74,7 +78,7 @@ def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
             summary[name] = {"blocks": 0}
             continue
         medians = {r: round(float(np.median([b["p50_ms"][r] for b in members])), 3) for r in RUNNERS}
-        pipeline_gains = [b["pipeline_core_gain"] for b in members]
+        pipeline_gains = [b["pipeline_core_gain"] for b in members if "pipeline_core_gain" in b]  # not in old records
         ratios = [b["p50_ms"][PIPELINE] / b["p50_ms"][ALL_CORES] for b in members]
         summary[name] = {
             "blocks": len(members),
@@ -82,11 +86,55 @@ def group_summary(blocks: list[dict], gain_split: float) -> dict[str, dict]:
             "pipeline_over_variant": round(float(np.median(ratios)), 3),
             "pipeline_over_variant_range": [round(min(ratios), 3), round(max(ratios), 3)],
             "core_gain": round(float(np.median([b["core_gain"] for b in members])), 3),
-            "pipeline_core_gain": round(float(np.median(pipeline_gains)), 3),
+            "pipeline_core_gain": round(float(np.median(pipeline_gains)), 3) if pipeline_gains else None,
             "others_cpu_s_per_block": round(float(np.median([b["guest"]["others_cpu_s"] for b in members])), 3),
             "steal_s_total": round(sum(b["guest"]["steal_s"] for b in members), 3),
         }
     return summary
+
+
+def slow_share(blocks: list[dict], factor: float = 1.25) -> dict[str, float]:
+    """Per runner, the share of its timed questions that took more than ``factor`` x that question's
+    median on that runner over all blocks: slow moments, whatever a turn's length or place in its block."""
+    shares = {}
+    for name in RUNNERS:
+        by_question: dict[int, list[float]] = defaultdict(list)
+        for b in blocks:
+            for question, ms in zip(b["questions"], b["ms"][name], strict=True):
+                by_question[question].append(ms)
+        slow = sum(ms > factor * np.median(times) for times in by_question.values() for ms in times)
+        total = sum(len(times) for times in by_question.values())
+        shares[name] = round(float(slow / total), 4) if total else None
+    return shares
+
+
+def time_blocks(runners: dict, examples: list, seconds: float, block: int) -> list[dict]:
+    """Blocks of ``block`` questions, each runner's turn in an order that rotates from block to block,
+    every question's milliseconds kept, for ``seconds``."""
+    blocks, started, at = [], time.time(), 0
+    while time.time() - started < seconds:
+        questions = [(at + i) % len(examples) for i in range(block)]
+        at += block
+        turn = len(blocks) % len(RUNNERS)
+        order = RUNNERS[turn:] + RUNNERS[:turn]
+        entry = {"t_s": round(time.time() - started, 1), "order": list(order), "questions": questions}
+        entry["ms"], entry["p50_ms"] = {}, {}
+        before = guest_cpu_seconds()
+        for name in order:
+            runner = runners[name]
+            runner(examples[questions[0]].question, examples[questions[0]].context)  # settle, untimed
+            times = []
+            for q in questions:
+                t = time.perf_counter()
+                runner(examples[q].question, examples[q].context)
+                times.append(round((time.perf_counter() - t) * 1000, 3))
+            entry["ms"][name], entry["p50_ms"][name] = times, round(float(np.median(times)), 3)
+        entry["core_gain"] = round(entry["p50_ms"][ONE_THREAD] / entry["p50_ms"][ALL_CORES], 3)
+        entry["pipeline_core_gain"] = round(entry["p50_ms"][PIPELINE_ONE_THREAD] / entry["p50_ms"][PIPELINE], 3)
+        entry["guest"] = guest_between(before, guest_cpu_seconds())
+        blocks.append(entry)
+        print({k: v for k, v in entry.items() if k not in ("ms", "questions")}, flush=True)
+    return blocks
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -119,43 +167,30 @@ def main(argv: list[str] | None = None) -> dict:
         return lambda q, c: answer(model, loaded.tokenizer, q, c, settings)
 
     torch_threads = torch.get_num_threads()
+    threads_seen: dict[str, int] = {}
 
-    def pipeline_on(threads: int):
+    def pipeline_on(name: str, threads: int):
         def run(q: str, c: str):
             if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)  # before the block's untimed question, which absorbs the change
+                torch.set_num_threads(threads)  # before the turn's untimed question, which absorbs the change
+            threads_seen[name] = torch.get_num_threads()
             return peer.answer([(q, c)], 1)
 
         return run
 
     runners = {ALL_CORES: run_with(loaded.model), ONE_THREAD: run_with(one_thread)}
-    runners[PIPELINE], runners[PIPELINE_ONE_THREAD] = pipeline_on(torch_threads), pipeline_on(1)
+    runners[PIPELINE] = pipeline_on(PIPELINE, torch_threads)
+    runners[PIPELINE_ONE_THREAD] = pipeline_on(PIPELINE_ONE_THREAD, 1)
     examples, data = bench.load_data(args.data or bench.DEFAULT_DATA)
-    for runner in runners.values():
-        for e in examples[:5]:
-            runner(e.question, e.context)
-
-    blocks, started, at = [], time.time(), 0
-    while time.time() - started < args.seconds:
-        chunk = [examples[(at + i) % len(examples)] for i in range(args.block)]
-        at += args.block
-        block = {"t_s": round(time.time() - started, 1), "p50_ms": {}}
-        before = guest_cpu_seconds()
-        for name, runner in runners.items():
-            runner(chunk[0].question, chunk[0].context)  # settle, untimed
-            times = []
-            for e in chunk:
-                t = time.perf_counter()
+    try:
+        for runner in runners.values():
+            for e in examples[:5]:
                 runner(e.question, e.context)
-                times.append((time.perf_counter() - t) * 1000)
-            block["p50_ms"][name] = round(float(np.median(times)), 3)
-        block["core_gain"] = round(block["p50_ms"][ONE_THREAD] / block["p50_ms"][ALL_CORES], 3)
-        block["pipeline_core_gain"] = round(block["p50_ms"][PIPELINE_ONE_THREAD] / block["p50_ms"][PIPELINE], 3)
-        block["guest"] = guest_between(before, guest_cpu_seconds())
-        blocks.append(block)
-        print(block, flush=True)
-    engine.close()
-    torch.set_num_threads(torch_threads)
+        started = time.time()
+        blocks = time_blocks(runners, examples, args.seconds, args.block)
+    finally:
+        engine.close()
+        torch.set_num_threads(torch_threads)
 
     record = {
         "kind": "core-share-probe",  # not a benchmark record: the app's record list skips it by this key
@@ -168,11 +203,13 @@ def main(argv: list[str] | None = None) -> dict:
             PIPELINE: torch_threads,
             PIPELINE_ONE_THREAD: 1,
         },
+        "threads_seen": threads_seen,  # torch's threads while each pipeline runner answered
         "data": {**data, "questions_per_block": args.block},
         "blocks": blocks,
         "summary": group_summary(blocks, args.gain_split),
+        "slow_share": slow_share(blocks),
     }
-    print(json.dumps(record["summary"], indent=1))
+    print(json.dumps({"summary": record["summary"], "slow_share": record["slow_share"]}, indent=1))
     return bench.save_probe_record(record, started, args.out)
 
 

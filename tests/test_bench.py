@@ -480,22 +480,47 @@ def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp
 
 
 def test_the_core_share_probe_times_four_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
+    import torch  # noqa: PLC0415
     from test_train import import_script  # noqa: PLC0415
 
     probe = import_script("core_share_probe")
     out = tmp_path / "cores.json"
     args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--variant", "pruned-onnx"]
     args += ["--data", str(squad_file)]
-    record = probe.main([*args, "--seconds", "1", "--block", "2", "--gain-split", "0.5", "--out", str(out)])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        record = probe.main([*args, "--seconds", "1", "--block", "2", "--gain-split", "0.5", "--out", str(out)])
+        assert torch.get_num_threads() == 2  # the pipeline's threads given back
+    finally:
+        torch.set_num_threads(threads)
     assert json.loads(out.read_text()) == record and record["kind"] == "core-share-probe"
-    assert record["blocks"] and all(set(b["p50_ms"]) == set(probe.RUNNERS) for b in record["blocks"])
-    assert all(b["guest"]["others_cpu_s"] >= 0 and b["guest"]["steal_s"] >= 0 for b in record["blocks"])
-    assert record["summary"]["all blocks"]["blocks"] == len(record["blocks"])
-    assert all(b["pipeline_core_gain"] > 0 for b in record["blocks"])
-    assert record["threads"][probe.PIPELINE_ONE_THREAD] == 1
-    assert __import__("torch").get_num_threads() == record["threads"][probe.PIPELINE]  # its threads given back
+    blocks = record["blocks"]
+    assert blocks and all(set(b["p50_ms"]) == set(b["ms"]) == set(probe.RUNNERS) for b in blocks)
+    assert all(len(times) == 2 for b in blocks for times in b["ms"].values()) and blocks[0]["questions"] == [0, 1]
+    assert [b["order"][0] for b in blocks[:2]] == list(probe.RUNNERS[: min(2, len(blocks))])  # the order rotates
+    assert record["threads_seen"] == {probe.PIPELINE: 2, probe.PIPELINE_ONE_THREAD: 1}
+    assert all(b["guest"]["others_cpu_s"] >= 0 and b["guest"]["steal_s"] >= 0 for b in blocks)
+    assert record["summary"]["all blocks"]["blocks"] == len(blocks)
+    assert set(record["slow_share"]) == set(probe.RUNNERS)
     assert record["data"]["questions_per_block"] == 2 and record["data"]["n_questions"] == len(QUESTIONS)
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
+
+
+def test_slow_share_counts_questions_slower_than_their_own_median():
+    from test_train import import_script  # noqa: PLC0415
+
+    probe = import_script("core_share_probe")
+
+    def block(questions, variant_ms):
+        ms = {name: [10.0] * len(questions) for name in probe.RUNNERS}
+        ms[probe.ALL_CORES] = variant_ms
+        return {"questions": questions, "ms": ms}
+
+    # question 0 takes 4 ms as a rule and once 6 (slow); question 1 takes 20 ms, once 24 (not above 1.25x)
+    blocks = [block([0, 1], [4.0, 20.0]), block([0, 1], [4.0, 24.0]), block([0, 1], [6.0, 20.0])]
+    shares = probe.slow_share(blocks)
+    assert shares[probe.ALL_CORES] == round(1 / 6, 4) and shares[probe.PIPELINE] == 0.0
 
 
 def test_guest_cpu_seconds_count_this_process_and_the_whole_guest():

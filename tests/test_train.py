@@ -225,17 +225,43 @@ def test_the_holdout_comparison_scores_two_models_on_the_same_held_out_questions
     assert all(0 <= record["views"]["a"][k] <= 100 for k in ("has_ans_f1", "no_ans_f1", "best_f1", "span_f1"))
     assert record["span_f1_difference"] == {"questions": 6, "difference": 0, "interval": [0, 0]}  # the answerable
     assert record["answer_sentence"] is None  # a one-sentence paragraph has no shorter context to ask about
-    two_sentences = squad_file(tmp_path / "two.json", n=8, articles=3, context=CONTEXT.replace(" and ", " . "))
-    args = ["--a", str(a), "--b", str(b), "--rounds", "200", "--out", str(out)]
-    record = compare.main(["--data", str(two_sentences), *args])
-    sentence = record["answer_sentence"]  # the six answerable questions, each about its answer's sentence alone
-    assert sentence["questions"] == 6 and sentence["a_f1"] == sentence["b_f1"] and sentence["interval"] == [0, 0]
     elsewhere = squad_file(tmp_path / "other.json", n=4, articles=1)  # article t0 only
     with pytest.raises(SystemExit, match="none of the held-out articles"):
         compare.main(["--data", str(elsewhere), "--a", str(a), "--b", str(b), "--out", str(out)])
     (b / "train_config.json").write_text(json.dumps({"holdout_titles": ["t2"]}))
     with pytest.raises(SystemExit, match="same held-out articles"):
         compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--out", str(out)])
+
+
+def test_the_holdout_comparison_asks_both_models_the_same_answer_sentences(
+    tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch
+):
+    import shutil  # noqa: PLC0415
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
+    compare = import_script("compare_holdout")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, source in ((a, tiny_qa_dir), (b, tiny_pruned_dir)):  # two different models
+        shutil.copytree(source, folder)
+        (folder / "train_config.json").write_text(json.dumps({"holdout_titles": ["t1"]}))
+    asked = []
+    predict = compare.predict_spans
+
+    def recording(folder, examples):
+        asked.append((folder.rsplit("/", 1)[-1], [(e.id, e.context) for e in examples]))
+        return predict(folder, examples)
+
+    monkeypatch.setattr(compare, "predict_spans", recording)
+    data = squad_file(tmp_path / "two.json", n=8, articles=3, context=CONTEXT.replace(" and ", " . "))
+    out = tmp_path / "compare.json"
+    record = compare.main(["--data", str(data), "--a", str(a), "--b", str(b), "--rounds", "200", "--out", str(out)])
+    (_, on_a), (_, on_b) = asked[2:]  # after the paragraphs, the sentences: the same ones, in the same order
+    assert [name for name, _ in asked] == ["a", "b", "a", "b"] and on_a == on_b
+    assert len(on_a) == 6 and all(c in CONTEXT.replace(" and ", " . ") and len(c) < len(CONTEXT) for _, c in on_a)
+    sentence = record["answer_sentence"]
+    assert sentence["questions"] == 6 and abs(sentence["difference"] - (sentence["b_f1"] - sentence["a_f1"])) <= 0.011
+    low, high = sentence["interval"]
+    assert low <= sentence["difference"] <= high
 
 
 def test_the_teacher_gap_is_zero_for_the_teacher_and_compares_students_question_by_question(
