@@ -102,7 +102,7 @@ def slow_share(blocks: list[dict], factor: float = 1.25) -> dict[str, float]:
         for b in blocks:
             for question, ms in zip(b["questions"], b["ms"][name], strict=True):
                 by_question[question].append(ms)
-        slow = sum(ms > factor * np.median(times) for times in by_question.values() for ms in times)
+        slow = sum(int((np.array(times) > factor * np.median(times)).sum()) for times in by_question.values())
         total = sum(len(times) for times in by_question.values())
         shares[name] = round(float(slow / total), 4) if total else None
     return shares
