@@ -41,6 +41,12 @@ def per_question_f1(examples: list[QAExample], spans: list, threshold: float = 0
     return np.array([100 * question_f1(e, with_null_decision(a, threshold).text) for e, a in pairs])
 
 
+def paired(diffs: np.ndarray, rounds: int, seed: int) -> dict:
+    """The mean per-question difference and its paired bootstrap 95% interval, rounded for the record."""
+    low, high = paired_bootstrap(diffs, rounds, seed)
+    return {"difference": round(float(diffs.mean()), 2), "interval": [round(low, 2), round(high, 2)]}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file")
@@ -58,24 +64,20 @@ def main(argv: list[str] | None = None) -> dict:
     spans = {name: predict_spans(folder, examples) for name, folder in folders.items()}
     a, b = (per_question_f1(examples, spans[name]) for name in ("a", "b"))
     diffs = b - a
-    low, high = paired_bootstrap(diffs, args.rounds, args.seed)
     answerable = [i for i, e in enumerate(examples) if not e.is_impossible]
     best_spans = {n: per_question_f1([examples[i] for i in answerable], [spans[n][i] for i in answerable], math.inf)
                   for n in ("a", "b")}  # fmt: skip  # no threshold says "no answer": each question's best span
     reading = best_spans["b"] - best_spans["a"]
-    reading_low, reading_high = paired_bootstrap(reading, args.rounds, args.seed)
     # every answerable question again, its context cut to the answer's sentence (one-sentence paragraphs give none)
     sentences = short_context_copies(examples, 1.0, args.seed)
     on_sentence = None
     if sentences:
         f1 = {n: per_question_f1(sentences, predict_spans(folder, sentences)) for n, folder in folders.items()}
-        sentence_low, sentence_high = paired_bootstrap(f1["b"] - f1["a"], args.rounds, args.seed)
         on_sentence = {
             "questions": len(sentences),
             "a_f1": round(float(f1["a"].mean()), 2),
             "b_f1": round(float(f1["b"].mean()), 2),
-            "difference": round(float((f1["b"] - f1["a"]).mean()), 2),
-            "interval": [round(sentence_low, 2), round(sentence_high, 2)],
+            **paired(f1["b"] - f1["a"], args.rounds, args.seed),
         }
     record = {
         "what": "F1 at threshold 0 on the held-out training articles, model b against model a, the same questions; "
@@ -89,14 +91,10 @@ def main(argv: list[str] | None = None) -> dict:
         # what the F1 difference is made of: answerable and unanswerable questions at 0, best F1 over thresholds,
         # and span_f1, the answerable questions' best span whatever the null decision (reading, apart from answering)
         "views": {name: views_at_zero(examples, spans[name]) for name in ("a", "b")},
-        "difference": round(float(diffs.mean()), 2),
-        "interval": [round(low, 2), round(high, 2)],
+        **paired(diffs, args.rounds, args.seed),
         "questions_that_differ": int((diffs != 0).sum()),
-        "span_f1_difference": {  # reading alone: the answerable questions' best spans, b - a, the same bootstrap
-            "questions": len(answerable),
-            "difference": round(float(reading.mean()), 2),
-            "interval": [round(reading_low, 2), round(reading_high, 2)],
-        },
+        # reading alone: the answerable questions' best spans, b - a, the same bootstrap
+        "span_f1_difference": {"questions": len(answerable), **paired(reading, args.rounds, args.seed)},
         "answer_sentence": on_sentence,  # the answerable questions about their answer's sentence alone, at 0
         "bootstrap": {"rounds": args.rounds, "seed": args.seed},
         "hardware": current_hardware(),
