@@ -409,6 +409,22 @@ def test_pick_record_prefers_a_record_of_this_cpus_int8_format():
     assert results.pick_record(records, hardware=unknown)["hardware"] is vnni  # same CPU: the newest
 
 
+def test_pick_record_tells_cpu_generations_apart():
+    """A VM's model name can be one string for two generations; family and model tell them apart."""
+    zen4 = {"cpu": "AMD EPYC", "usable_cores": 2, "cpu_id": {"vendor": "AuthenticAMD", "family": 25, "model": 17}}
+    zen5 = {"cpu": "AMD EPYC", "usable_cores": 2, "cpu_id": {"vendor": "AuthenticAMD", "family": 26, "model": 2}}
+    unknown = {"cpu": "AMD EPYC", "usable_cores": 2}  # a record from before cpu_id
+    records = [
+        {"created": "2026-01-03T00:00:00Z", "device": "cpu", "hardware": zen5, "variants": []},
+        {"created": "2026-01-02T00:00:00Z", "device": "cpu", "hardware": zen4, "variants": []},
+        {"created": "2026-01-01T00:00:00Z", "device": "cpu", "hardware": unknown, "variants": []},
+    ]
+    assert results.pick_record(records, hardware=zen4)["hardware"] is zen4
+    assert results.pick_record(records[::2], hardware=zen4)["hardware"] is unknown  # the same name, no id: may be
+    assert results.hardware_label(zen5, "cpu") == "AMD EPYC (family 26 model 2, 2 cores)"
+    assert results.hardware_label(unknown, "cpu") == "AMD EPYC (2 cores)"
+
+
 def test_current_hardware_and_slugs():
     hw = results.current_hardware()
     assert {"cpu", "cores", "memory_gb", "gpu", "gpu_count", "cpu_slug"} <= set(hw)

@@ -9,10 +9,15 @@ from variants.results import current_hardware
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+stepping\t: 8
 flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
 bugs\t\t: spectre_v1
 
 processor\t: 1
+cpu family\t: 25
 flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
 """
 
@@ -26,6 +31,13 @@ def test_flags_are_read_from_cpuinfo() -> None:
     assert hardware.parse_cpu_flags(CPUINFO) == {"fpu", "sse2", "avx", "avx2", "fma", "avx512f", "avx512bw"}
     assert hardware.parse_cpu_flags("processor : 0\nFeatures : fp asimd\n") == frozenset()  # not x86 Linux
     assert hardware.cpu_features() is hardware.cpu_features()  # read once
+
+
+def test_cpu_generation_is_read_from_cpuinfo() -> None:
+    # the first processor's block only, "model name" kept apart from "model"
+    assert hardware.parse_cpu_id(CPUINFO) == {"vendor": "GenuineIntel", "family": 6, "model": 143, "stepping": 8}
+    assert hardware.parse_cpu_id("processor : 0\nFeatures : fp asimd\n") == {}
+    assert "cpu_id" in current_hardware()
 
 
 @pytest.mark.parametrize(

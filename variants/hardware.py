@@ -54,13 +54,40 @@ def parse_cpu_flags(cpuinfo: str) -> frozenset[str]:
     return frozenset()
 
 
+def parse_cpu_id(cpuinfo: str) -> dict[str, object]:
+    """Vendor, family, model and stepping of the first processor in a ``/proc/cpuinfo`` text (x86
+    Linux), else empty. A VM's model name can hide the generation ("AMD EPYC" on Zen 4 and Zen 5
+    alike), and INT8 and FP32 speeds differ between generations."""
+    wanted = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping"}
+    found: dict[str, object] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip() and found:
+            break  # the first processor's block ends
+        name, _, value = line.partition(":")
+        key = wanted.get(name.strip())
+        if key and key not in found:
+            value = value.strip()
+            found[key] = int(value) if value.isdigit() else value
+    return found
+
+
+def _cpuinfo() -> str:
+    try:
+        return CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+@functools.cache
+def cpu_id() -> dict[str, object]:
+    """This machine's CPU vendor, family, model and stepping (read once; empty where unknown)."""
+    return parse_cpu_id(_cpuinfo())
+
+
 @functools.cache
 def cpu_features() -> frozenset[str]:
     """This machine's CPU flags (read once; empty where ``/proc/cpuinfo`` is missing or unreadable)."""
-    try:
-        return parse_cpu_flags(CPUINFO.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return frozenset()
+    return parse_cpu_flags(_cpuinfo())
 
 
 def is_x86() -> bool:
@@ -102,6 +129,11 @@ def int8_settings() -> Int8Settings:
 
 
 def cpu_facts() -> dict[str, object]:
-    """For benchmark records: the ISA flags that pick kernels, and the INT8 format chosen from them."""
+    """For benchmark records: the CPU's family and model, the ISA flags that pick kernels, and the
+    INT8 format chosen from them."""
     flags = cpu_features()
-    return {"cpu_isa": [f for f in RECORDED_FLAGS if f in flags], "int8": int8_settings().as_dict()}
+    return {
+        "cpu_id": cpu_id(),
+        "cpu_isa": [f for f in RECORDED_FLAGS if f in flags],
+        "int8": int8_settings().as_dict(),
+    }

@@ -166,7 +166,11 @@ def hardware_label(hardware: dict[str, Any], device: str) -> str:
     if device_kind(device) == "cuda" and hardware.get("gpu"):
         return hardware["gpu"]
     cores = hardware.get("usable_cores") or hardware.get("cores")
-    return f"{hardware.get('cpu', 'unknown CPU')} ({cores} cores)" if cores else hardware.get("cpu", "unknown CPU")
+    ident = hardware.get("cpu_id") or {}
+    details = [f"family {ident['family']} model {ident['model']}"] if "family" in ident and "model" in ident else []
+    details += [f"{cores} cores"] if cores else []
+    name = hardware.get("cpu", "unknown CPU")
+    return f"{name} ({', '.join(details)})" if details else name
 
 
 def same_hardware(record: Record | dict[str, Any], hardware: dict[str, Any]) -> bool:
@@ -175,7 +179,12 @@ def same_hardware(record: Record | dict[str, Any], hardware: dict[str, Any]) -> 
     theirs = record.hardware or {}
     if device_kind(record.device) == "cuda":
         return bool(theirs.get("gpu")) and theirs.get("gpu") == hardware.get("gpu")
-    return theirs.get("cpu") == hardware.get("cpu") and theirs.get("usable_cores") == hardware.get("usable_cores")
+    same_id = not (theirs.get("cpu_id") and hardware.get("cpu_id")) or theirs["cpu_id"] == hardware["cpu_id"]
+    return (
+        theirs.get("cpu") == hardware.get("cpu")
+        and theirs.get("usable_cores") == hardware.get("usable_cores")
+        and same_id  # records from before cpu_id match by name and cores alone
+    )
 
 
 # --- records ------------------------------------------------------------------------------------
