@@ -421,6 +421,15 @@ def test_pick_record_tells_cpu_generations_apart():
     ]
     assert results.pick_record(records, hardware=zen4)["hardware"] is zen4
     assert results.pick_record(records[::2], hardware=zen4)["hardware"] is unknown  # the same name, no id: may be
+    other_stepping = {**zen4, "cpu_id": {**zen4["cpu_id"], "stepping": 2}}
+    assert results.same_hardware(records[1], other_stepping)
+    no_id_here = {"cpu": "AMD EPYC", "usable_cores": 2, "cpu_id": {}}  # /proc/cpuinfo unreadable
+    assert results.same_hardware(records[0], no_id_here)
+    # before cpu_id, the recorded instruction set still tells CPUs apart where both have one
+    before = {**unknown, "cpu_isa": ["avx2"]}
+    old = {"created": "2026-01-01T00:00:00Z", "device": "cpu", "variants": [], "hardware": before}
+    assert not results.same_hardware(old, {**zen5, "cpu_isa": ["avx2", "avx_vnni"]})
+    assert results.same_hardware(old, {**zen5, "cpu_isa": ["avx2"]})
     assert results.hardware_label(zen5, "cpu") == "AMD EPYC (family 26 model 2, 2 cores)"
     assert results.hardware_label(unknown, "cpu") == "AMD EPYC (2 cores)"
 

@@ -10,14 +10,14 @@ from variants.results import current_hardware
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
 cpu family\t: 6
-model\t\t: 143
 model name\t: Intel(R) Xeon(R) Platinum 8480+
-stepping\t: 8
+model\t\t: 143
 flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
 bugs\t\t: spectre_v1
 
 processor\t: 1
 cpu family\t: 25
+stepping\t: 8
 flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw
 """
 
@@ -35,9 +35,11 @@ def test_flags_are_read_from_cpuinfo() -> None:
 
 def test_cpu_generation_is_read_from_cpuinfo() -> None:
     # the first processor's block only, "model name" kept apart from "model"
-    assert hardware.parse_cpu_id(CPUINFO) == {"vendor": "GenuineIntel", "family": 6, "model": 143, "stepping": 8}
-    assert hardware.parse_cpu_id("processor : 0\nFeatures : fp asimd\n") == {}
-    assert "cpu_id" in current_hardware()
+    assert hardware.parse_cpu_id(CPUINFO) == {"vendor": "GenuineIntel", "family": 6, "model": 143}
+    assert hardware.parse_cpu_id("processor : 0\nFeatures : fp asimd\n") == {}  # ARM
+    ppc64le = "processor : 0\ncpu : POWER9\nrevision : 2.2\n\ntimebase : 512000000\nmodel : 9006-22P\n"
+    assert hardware.parse_cpu_id(ppc64le) == {}  # the machine's model after the blocks is not the CPU's
+    assert hardware.parse_cpu_id("") == {}
 
 
 @pytest.mark.parametrize(

@@ -60,12 +60,15 @@ def parse_cpu_id(cpuinfo: str) -> dict[str, object]:
     alike), and INT8 and FP32 speeds differ between generations."""
     wanted = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping"}
     found: dict[str, object] = {}
+    in_processor = False
     for line in cpuinfo.splitlines():
-        if not line.strip() and found:
-            break  # the first processor's block ends
         name, _, value = line.partition(":")
+        if name.strip() == "processor":
+            in_processor = True
+        elif not line.strip() and in_processor:
+            break  # the first processor's block ends (lines after the blocks, e.g. ppc64le's "model", are not it)
         key = wanted.get(name.strip())
-        if key and key not in found:
+        if in_processor and key and key not in found:
             value = value.strip()
             found[key] = int(value) if value.isdigit() else value
     return found

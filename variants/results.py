@@ -179,12 +179,23 @@ def same_hardware(record: Record | dict[str, Any], hardware: dict[str, Any]) -> 
     theirs = record.hardware or {}
     if device_kind(record.device) == "cuda":
         return bool(theirs.get("gpu")) and theirs.get("gpu") == hardware.get("gpu")
-    same_id = not (theirs.get("cpu_id") and hardware.get("cpu_id")) or theirs["cpu_id"] == hardware["cpu_id"]
     return (
         theirs.get("cpu") == hardware.get("cpu")
         and theirs.get("usable_cores") == hardware.get("usable_cores")
-        and same_id  # records from before cpu_id match by name and cores alone
+        and _same_cpu_generation(theirs, hardware)
     )
+
+
+def _same_cpu_generation(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same vendor, family and model where both name them (steppings of one model run the same
+    kernels); else the same recorded instruction set where both have one (records from before
+    ``cpu_id``); else nothing tells them apart."""
+    ids = [h.get("cpu_id") or {} for h in (a, b)]
+    if all(ids):
+        return all(ids[0].get(k) == ids[1].get(k) for k in ("vendor", "family", "model"))
+    if a.get("cpu_isa") is not None and b.get("cpu_isa") is not None:
+        return set(a["cpu_isa"]) == set(b["cpu_isa"])
+    return True
 
 
 # --- records ------------------------------------------------------------------------------------
