@@ -56,8 +56,8 @@ def parse_cpu_flags(cpuinfo: str) -> frozenset[str]:
 
 def parse_cpu_id(cpuinfo: str) -> dict[str, object]:
     """Vendor, family, model and stepping of the first processor in a ``/proc/cpuinfo`` text (x86
-    Linux), else empty. A VM's model name can hide the generation ("AMD EPYC" on Zen 4 and Zen 5
-    alike), and INT8 and FP32 speeds differ between generations."""
+    Linux), else empty. A VM's model name can hide the generation (this project's records hold two
+    "AMD EPYC" CPUs whose INT8 speeds differ twofold), and speeds differ between generations."""
     wanted = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping"}
     found: dict[str, object] = {}
     in_processor = False
