@@ -45,36 +45,39 @@ RECORDED_FLAGS = (
 )
 
 
+def first_processor(cpuinfo: str) -> dict[str, str]:
+    """The ``name: value`` lines of the first processor's block in a ``/proc/cpuinfo`` text (the first
+    value of each name), up to the first blank line: lines after the blocks (ppc64le's machine
+    ``model``, say) are not the processor's."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
 def parse_cpu_flags(cpuinfo: str) -> frozenset[str]:
     """The ``flags`` of the first processor in a ``/proc/cpuinfo`` text (x86 Linux), else empty."""
-    for line in cpuinfo.splitlines():
-        name, _, value = line.partition(":")
-        if name.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+    return frozenset(first_processor(cpuinfo).get("flags", "").split())
 
 
 def parse_cpu_id(cpuinfo: str) -> dict[str, object]:
     """Vendor, family, model and stepping of the first processor in a ``/proc/cpuinfo`` text (x86
     Linux), else empty. A VM's model name can hide the generation (this project's records hold two
     "AMD EPYC" CPUs whose INT8 speeds differ twofold), and speeds differ between generations."""
+    fields = first_processor(cpuinfo)
     wanted = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping"}
-    found: dict[str, object] = {}
-    in_processor = False
-    for line in cpuinfo.splitlines():
-        name, _, value = line.partition(":")
-        if name.strip() == "processor":
-            in_processor = True
-        elif not line.strip() and in_processor:
-            break  # the first processor's block ends (lines after the blocks, e.g. ppc64le's "model", are not it)
-        key = wanted.get(name.strip())
-        if in_processor and key and key not in found:
-            value = value.strip()
-            found[key] = int(value) if value.isdigit() else value
-    return found
+    return {key: int(fields[name]) if fields[name].isdigit() else fields[name]
+            for name, key in wanted.items() if name in fields}  # fmt: skip
 
 
-def _cpuinfo() -> str:
+@functools.cache
+def cpuinfo_text() -> str:
+    """``/proc/cpuinfo``, read once ("" where it is missing or unreadable)."""
     try:
         return CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -83,14 +86,14 @@ def _cpuinfo() -> str:
 
 @functools.cache
 def cpu_id() -> dict[str, object]:
-    """This machine's CPU vendor, family, model and stepping (read once; empty where unknown)."""
-    return parse_cpu_id(_cpuinfo())
+    """This machine's CPU vendor, family, model and stepping (empty where unknown)."""
+    return parse_cpu_id(cpuinfo_text())
 
 
 @functools.cache
 def cpu_features() -> frozenset[str]:
     """This machine's CPU flags (read once; empty where ``/proc/cpuinfo`` is missing or unreadable)."""
-    return parse_cpu_flags(_cpuinfo())
+    return parse_cpu_flags(cpuinfo_text())
 
 
 def is_x86() -> bool:

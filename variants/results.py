@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from variants.hardware import cpu_facts
+from variants.hardware import cpu_facts, cpuinfo_text
 from variants.record import VIEWS, Record, VariantEntry, as_record
 from variants.record import load_records as _load_records
 from variants.spec import ASSETS
@@ -82,12 +82,9 @@ COLUMNS = [
 
 
 def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return " ".join(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    for line in cpuinfo_text().splitlines():
+        if line.lower().startswith(("model name", "hardware", "cpu model")):
+            return " ".join(line.split(":", 1)[1].split())
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
