@@ -24,9 +24,12 @@ from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
-from variants import config, custom, serve
-from variants.config import add_model_arguments, engine_from_args
-from variants.engine import Engine
+from variants.benchmarking.quick import quick_benchmark
+from variants.building import custom
+from variants.cli import add_model_arguments, engine_from_args
+from variants.core import config
+from variants.serving import http as serve
+from variants.serving.engine import Engine
 
 RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
 CONCURRENCY_GROUP = "models"  # every handler that runs a model shares this queue group
@@ -67,7 +70,7 @@ def build_demo(
         with gr.Tab("Ask"):
             ask_tab(engine, headline, steps, group, sample_file, custom_mb)
         with gr.Tab("Benchmark"):
-            benchmark_tab(engine, results_dir, group, sample_file)
+            benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark)
         with gr.Tab("About"):
             html_block(about_html(engine))
         gr.api(make_answer_api(engine), api_name="answer", **group)

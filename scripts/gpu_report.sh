@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command, about ten minutes, on a GPU machine with no package index: the GPU report
-# (variants/gpu_report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
+# (variants/benchmarking/gpu_report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
 # FP32/FP16/AMP/torch.compile/CUDA graphs, ONNX Runtime CUDA FP32/FP16 where onnxruntime-gpu is
 # installed, one question answered by every variant, served latency over HTTP; records go to
 # assets/results/.
@@ -32,4 +32,4 @@ fi
 "$PY" -c 'import torch, transformers, onnxruntime as ort
 print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, GPU: {torch.cuda.is_available()}), "
       f"transformers {transformers.__version__}, onnxruntime {ort.__version__} {ort.get_available_providers()}")'
-exec "$PY" -m variants.gpu_report "$@"
+exec "$PY" -m variants gpu-report "$@"

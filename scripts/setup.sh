@@ -3,7 +3,8 @@
 # Idempotent: each step is skipped when already done (installs: a stamp of pyproject.toml + extras).
 #
 #   bash scripts/setup.sh app  [app.py options]   install what is missing, start the app (embedded preset)
-#   bash scripts/setup.sh test [pytest options]   install what is missing, ruff check, ruff format --check, pytest
+#   bash scripts/setup.sh test [pytest options]   install what is missing, ruff check, ruff format --check,
+#                                                 lint-imports (the layering contracts in pyproject.toml), pytest
 #
 # Environment: EXTRAS="gpu,train" adds pyproject.toml extras (gpu: onnxruntime-gpu instead of
 # onnxruntime; train: the training-only packages); TORCH_INDEX_URL (e.g.
@@ -69,4 +70,5 @@ if [[ $target == app ]]; then
 fi
 ruff check .
 ruff format --check .
+lint-imports
 exec python -m pytest "$@"

@@ -19,10 +19,10 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 
-from variants import custom
-from variants.engine import Engine, load_engine
-from variants.qa import DecodeSettings
-from variants.results import current_hardware
+from variants.answering.qa import DecodeSettings
+from variants.building import custom
+from variants.core.hardware import current_hardware
+from variants.serving.engine import Engine, load_engine
 
 # The tiny fixture models have 128 position embeddings: windows must fit in them.
 TINY_SETTINGS = DecodeSettings(max_length=128, stride=32)

@@ -32,9 +32,10 @@ from ui.benchmark import (
 )
 from ui.cards import card_html, summary_html
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
-from variants import spec as specs
-from variants.engine import VariantResult, load_engine
-from variants.spec import VariantSpec
+from variants.benchmarking.quick import quick_benchmark
+from variants.core import spec as specs
+from variants.core.spec import VariantSpec
+from variants.serving.engine import VariantResult, load_engine
 
 FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
 SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"
@@ -328,7 +329,7 @@ def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
 def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir: Path) -> None:
     calls = []
     stored = stored_records(results_dir)
-    quick = make_quick_benchmark(engine, SAMPLE_FILE, stored)
+    quick = make_quick_benchmark(engine, SAMPLE_FILE, quick_benchmark, stored)
     header, scatter, table, _sweep, _why, _profile, download, runs, chooser = quick(
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )

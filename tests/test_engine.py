@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from variants import spec as specs
-from variants.engine import load_engine
-from variants.qa import CALIBRATED_THRESHOLD, DecodeSettings, InputError
-from variants.squad import QAExample
+from variants.answering.qa import CALIBRATED_THRESHOLD, DecodeSettings, InputError
+from variants.benchmarking import accuracy, bench
+from variants.benchmarking import options as bench_options
+from variants.core import spec as specs
+from variants.core.squad import QAExample
+from variants.serving.engine import load_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = DecodeSettings(max_length=64, stride=16)
@@ -169,17 +171,17 @@ def test_repeats_time_each_variant_k_times_after_one_untimed_run(engine):
 def test_the_bench_measures_int8_accuracy_one_question_per_call(engine):
     """Dynamic INT8's answers depend on what shares its batch, and the app never batches it: the bench's
     accuracy pass asks it one question per call, the other variants accuracy_batch at a time."""
-    from variants import bench  # noqa: PLC0415
 
     runners, _ = bench.variant_runners(engine)
-    options = bench.Options(accuracy_batch=16)
-    batches = {r.name: bench.accuracy_batch(r, options) for r in runners}
+    options = bench_options.Options(accuracy_batch=16)
+    batches = {r.name: accuracy.accuracy_batch(r, options) for r in runners}
     assert batches.pop("pruned-onnx-opt-int8") == 1
     assert set(batches.values()) == {16}
     calls = []
     int8 = next(r for r in runners if r.name == "pruned-onnx-opt-int8")
-    counted = bench.Runner(int8.name, lambda pairs, batch: calls.append(len(pairs)) or int8.answer(pairs, batch),
-                           int8.entry, int8.model)  # fmt: skip
+    counted = bench_options.Runner(
+        int8.name, lambda pairs, batch: calls.append(len(pairs)) or int8.answer(pairs, batch), int8.entry, int8.model
+    )
     examples = [QAExample(f"q{i}", QUESTION, CONTEXT, ("paris",), (0,)) for i in range(3)]
-    bench.measure_accuracy(counted, examples, bench.accuracy_batch(counted, options))
+    accuracy.measure_accuracy(counted, examples, accuracy.accuracy_batch(counted, options))
     assert calls == [1, 1, 1]

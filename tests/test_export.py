@@ -13,9 +13,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
-from variants import export, hardware, runtime
-from variants.cache import ArtifactCache
-from variants.prune import compact
+from variants.answering import runtime
+from variants.building import export
+from variants.building.cache import ArtifactCache
+from variants.building.prune import compact
+from variants.core import hardware
 
 QUESTIONS = ["what is the capital of france?", "who built rome?", "when was it founded"]
 CONTEXTS = [

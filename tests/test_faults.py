@@ -22,12 +22,12 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 import app
 from ui.about import about_html
 from ui.ask import make_ask
-from variants import export
-from variants import spec as specs
 from variants.__main__ import main as cli_main
-from variants.cache import ArtifactCache
-from variants.engine import MAX_CONTEXT_CHARS, Engine, default_max_context_chars, load_engine
-from variants.qa import InputError
+from variants.answering.qa import InputError
+from variants.building import export
+from variants.building.cache import ArtifactCache
+from variants.core import spec as specs
+from variants.serving.engine import MAX_CONTEXT_CHARS, Engine, default_max_context_chars, load_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_LIMIT = 3_000  # the app under test takes contexts up to this many characters
@@ -173,7 +173,7 @@ def test_corrupt_cached_model_is_rebuilt_on_the_next_load(tiny_qa_dir, tiny_prun
     answer = first.ask(QUESTION, CONTEXT)[0]
     artifact = first.variants["pruned-onnx"].artifact
     artifact.write_bytes(b"\0" * artifact.stat().st_size)  # same size, garbage: only the sha256 can tell
-    with caplog.at_level(logging.WARNING, logger="variants.cache"):
+    with caplog.at_level(logging.WARNING, logger="variants.building.cache"):
         second = tiny_spec_engine(tiny_qa_dir, tiny_pruned_dir, tmp_path, ["pruned-onnx"])
     assert "rebuilding" in caplog.text
     again = second.ask(QUESTION, CONTEXT)[0]
@@ -304,7 +304,7 @@ def test_batching_flags_open_the_model_group(engine, monkeypatch) -> None:
     monkeypatch.setenv("VARIANTS_MAX_BATCH", "12")
     args = app.parse_args([])
     assert args.batching and args.max_batch == 12
-    from variants.config import batching_from_args  # noqa: PLC0415
+    from variants.cli import batching_from_args  # noqa: PLC0415
 
     batched = dataclasses.replace(engine, batching=batching_from_args(args))
     assert app.model_concurrency(args, batched) == 12
@@ -315,8 +315,8 @@ def test_batching_flags_open_the_model_group(engine, monkeypatch) -> None:
 
 
 def test_no_remote_code_is_ever_trusted() -> None:
-    folders = ("ui", "variants", "scripts")
-    sources = [ROOT / "app.py", *(path for folder in folders for path in (ROOT / folder).glob("*.py"))]
+    folders = ("ui", "variants", "experiments")
+    sources = [ROOT / "app.py", *(path for folder in folders for path in (ROOT / folder).rglob("*.py"))]
     pattern = re.compile(r"trust_remote_code\s*=\s*(?!False\b)")
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
@@ -325,6 +325,10 @@ def test_no_remote_code_is_ever_trusted() -> None:
         if pattern.search(line)
     ]
     assert offenders == []
-    code = {name: (ROOT / "variants" / name).read_text(encoding="utf-8") for name in ("build.py", "storage.py")}
+    code = {
+        name: (ROOT / "variants" / "building" / name).read_text(encoding="utf-8") for name in ("build.py", "storage.py")
+    }
     assert code["build.py"].count("trust_remote_code=False") >= 1  # the tokenizer
-    assert code["storage.py"].count("trust_remote_code=False") >= 1  # the model (variants.storage.load_qa_model)
+    assert (
+        code["storage.py"].count("trust_remote_code=False") >= 1
+    )  # the model (variants.building.storage.load_qa_model)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from variants import hardware
-from variants.results import current_hardware
+from variants.core import hardware
+from variants.core.hardware import current_hardware
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -1,10 +1,9 @@
-"""scripts/load_test.py at a small scale (8 clients x 3 requests) against the app on the tiny models, served
-in this process, without and with dynamic batching: no errors, every answer the single-client one, and
+"""``python -m variants load-test`` at a small scale (8 clients x 3 requests) against the app on the tiny models,
+served in this process, without and with dynamic batching: no errors, every answer the single-client one, and
 memory that does not keep growing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -13,8 +12,10 @@ import pytest
 from app_helpers import TINY_SETTINGS, running, tiny_engine
 
 import app
-from variants.batching import BatchingConfig
-from variants.engine import load_engine
+from variants.benchmarking import load_test as load_test_module
+from variants.benchmarking import soak as soak_module
+from variants.serving.batching import BatchingConfig
+from variants.serving.engine import load_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS, REQUESTS = 8, 24
@@ -22,10 +23,7 @@ RSS_GROWTH_MB = 300  # generous: the first requests warm up allocators, thread p
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_test_module
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +90,7 @@ def test_percentiles(load_test) -> None:
 
 
 def load_soak():
-    spec = importlib.util.spec_from_file_location("soak", ROOT / "scripts" / "soak.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return soak_module
 
 
 def test_soak_inputs_mix_paragraphs_and_articles() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-from variants import profile
-from variants.prune import compact
-from variants.qa import DecodeSettings
-from variants.runtime import TorchQAModel
-from variants.squad import QAExample
+from variants.answering.qa import DecodeSettings
+from variants.answering.runtime import TorchQAModel
+from variants.benchmarking import profile
+from variants.building.prune import compact
+from variants.core.squad import QAExample
 
 
 def bert_flops(config, width: int, heads: list[int], ffn: list[int]) -> float:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-from variants.qa import (
+from variants.answering.qa import (
     DecodeSettings,
     InputError,
     answer,
@@ -16,7 +16,7 @@ from variants.qa import (
     tokenize,
     with_null_decision,
 )
-from variants.runtime import TorchQAModel
+from variants.answering.runtime import TorchQAModel
 
 FILLER = "the city of rome was founded in the year one and it is the capital of italy . "
 

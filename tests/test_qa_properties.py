@@ -1,4 +1,4 @@
-"""Property-based tests of the decoding path (variants.qa) with a stub model returning random logits.
+"""Property-based tests of the decoding path (variants.answering.qa) with a stub model returning random logits.
 
 For any context (Unicode, emoji, right-to-left, combining marks, whitespace runs) and any logits, the
 answer's offsets slice the context to exactly the answer's text, a null answer is "" at (0, 0), and the
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
-from variants.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
+from variants.answering.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
 
 SETTINGS = DecodeSettings(max_length=48, stride=12, max_answer_length=8)
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from variants import bench, results
-from variants.record import SCHEMA_VERSION, VIEWS, Record, VariantEntry, load_records
-from variants.squad import QAExample
+from variants.benchmarking import accuracy
+from variants.core.squad import QAExample, squad_v2_scores
+from variants.records import results
+from variants.records.record import SCHEMA_VERSION, VIEWS, Record, VariantEntry, load_records
 
 OLD_RECORD = Path(__file__).resolve().parent / "data" / "record-schema1.json"  # trimmed copy of a schema-1 record
 
@@ -25,7 +26,7 @@ MARGINS = {"q1": -2.0, "q2": 1.0, "q3": 3.0, "q4": -1.0}
 
 
 def test_three_views_from_one_set_of_spans():
-    views = bench.accuracy_views(EXAMPLES, SPANS, MARGINS, calibrated=5.0)
+    views = accuracy.accuracy_views(EXAMPLES, SPANS, MARGINS, calibrated=5.0)
     # Threshold 0: q1 (margin -2) and q4 (-1) answer; q2 and q3 say "no answer".
     # Right: q1 (paris) and q3 (no answer); wrong: q2 (no answer to an answerable one), q4 (madrid).
     pipeline = views["pipeline"]
@@ -46,21 +47,21 @@ def test_three_views_from_one_set_of_spans():
     # Answers given to the two answerable questions: q1 at 0 and at -2; both at 5.
     assert (pipeline.has_ans_answered, best.has_ans_answered, calibrated.has_ans_answered) == (50.0, 50.0, 100.0)
     # The best view's F1 is the official best_f1.
-    assert best.f1 == pytest.approx(bench.squad_v2_scores(EXAMPLES, SPANS, MARGINS).best_f1)
+    assert best.f1 == pytest.approx(squad_v2_scores(EXAMPLES, SPANS, MARGINS).best_f1)
 
 
 def test_views_without_a_calibrated_threshold_or_without_margins():
-    assert bench.accuracy_views(EXAMPLES, SPANS, MARGINS, calibrated=None)["calibrated"] is None
+    assert accuracy.accuracy_views(EXAMPLES, SPANS, MARGINS, calibrated=None)["calibrated"] is None
     # Decided answers with no null scores (the pipeline peer): the pipeline view only.
-    decided = bench.decisions(SPANS, MARGINS, 0.0)
-    views = bench.accuracy_views(EXAMPLES, decided, None, calibrated=None)
+    decided = accuracy.decisions(SPANS, MARGINS, 0.0)
+    views = accuracy.accuracy_views(EXAMPLES, decided, None, calibrated=None)
     assert views["pipeline"].f1 == 50.0 and views["best"] is None and views["calibrated"] is None
 
 
 def test_best_view_when_no_answer_everywhere_is_best():
     # The official search then reports threshold 0, where q4 would answer; the view says no to all instead.
     only = [EXAMPLES[3]]
-    best = bench.accuracy_views(only, {"q4": "madrid"}, {"q4": -1.0}, None)["best"]
+    best = accuracy.accuracy_views(only, {"q4": "madrid"}, {"q4": -1.0}, None)["best"]
     assert best.f1 == 100.0 and best.threshold < -1.0
 
 
@@ -87,7 +88,7 @@ def test_round_trip_save_load_and_frame(tmp_path):
     record = Record.load(OLD_RECORD)
     record.kind = "quick"
     record.variants[1].latency_only = True
-    json_path, csv_path = record.save(tmp_path)
+    json_path, csv_path = results.save_record(record, tmp_path)
     assert csv_path.read_text().startswith("variant,label,short_label,view,threshold,f1,")
     (loaded,) = load_records(tmp_path)
     assert loaded.file == json_path.name and loaded.is_quick and loaded.to_dict() == record.to_dict()

@@ -13,16 +13,19 @@ from transformers import AutoModelForQuestionAnswering
 from ui.benchmark import benchmark_outputs, record_frame
 from ui.cards import card_html, summary_html
 from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
-from variants import bench
-from variants import spec as specs
 from variants.__main__ import main
-from variants.engine import load_engine
-from variants.prune import compact, count_parameters
-from variants.record import VIEWS, Record
-from variants.replica import LATENCY_ONLY, STRUCTURE_FILE, Structure, structure_for, write_model
-from variants.sources import resolve
-from variants.spec import ASSETS
-from variants.squad import load_squad
+from variants.benchmarking import bench
+from variants.benchmarking import cli as bench_cli
+from variants.benchmarking import options as bench_options
+from variants.benchmarking import quick as quick_bench
+from variants.building.prune import compact, count_parameters
+from variants.building.replica import LATENCY_ONLY, STRUCTURE_FILE, Structure, structure_for, write_model
+from variants.building.sources import resolve
+from variants.core import spec as specs
+from variants.core.spec import ASSETS
+from variants.core.squad import load_squad
+from variants.records.record import VIEWS, Record
+from variants.serving.engine import load_engine
 
 QUESTION, CONTEXT = "What is the capital of France?", "Paris is the capital and largest city of France."
 
@@ -117,7 +120,9 @@ def replica_engine(scaled, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def replica_record(replica_engine) -> Record:
     examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")[:6]
-    options = bench.Options(latency_samples=4, warmup=1, runs=2, seq_lens=(32,), batch_sizes=(1,), sweep_questions=4)
+    options = bench_options.Options(
+        latency_samples=4, warmup=1, runs=2, seq_lens=(32,), batch_sizes=(1,), sweep_questions=4
+    )
     return bench.benchmark(replica_engine, examples, options)
 
 
@@ -130,9 +135,9 @@ def test_bench_measures_only_the_latency_of_random_weights(replica_engine, repli
             assert entry.accuracy == dict.fromkeys(VIEWS) and all(entry.view(v) is None for v in VIEWS)
             assert entry.agreement_with_baseline is None and entry.seq_len_sweep
     assert replica_record.variants[1].speedup_vs_baseline > 0
-    assert all(f"({LATENCY_ONLY})" in line for line in bench.summary_table(replica_record).splitlines()[2:])
+    assert all(f"({LATENCY_ONLY})" in line for line in bench_cli.summary_table(replica_record).splitlines()[2:])
     examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")[:4]
-    quick = bench.quick_benchmark(replica_engine, examples, 4)
+    quick = quick_bench.quick_benchmark(replica_engine, examples, 4)
     assert all(e.latency_only and e.latency_ms and e.accuracy == dict.fromkeys(VIEWS) for e in quick.variants)
 
 

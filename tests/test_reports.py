@@ -1,5 +1,5 @@
 """The report scripts run to the end on the CPU and write the records they promise:
-scripts/gpu_report.sh (quick, --device cpu, as CI runs it), scripts/replica_bench.py (scaled replica)
+scripts/gpu_report.sh (quick, --device cpu, as CI runs it), ``python -m variants replica-bench`` (scaled replica)
 and the served-latency measurement. Timings here only have to exist; the numbers come from the scripts."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from variants.benchmarking import replica_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,11 +52,6 @@ def test_replica_bench_writes_the_chain_beside_its_operation_counts(
 
     monkeypatch.setenv("VARIANTS_THREADS", "0")  # restored after the test; the script sets it to --threads
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's torch threads
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import replica_bench  # noqa: PLC0415
-    finally:
-        sys.path.pop(0)
     args = ["--scaled", "--lengths", "32", "--runs", "2", "--threads", "1", "--out", str(tmp_path)]
     args += ["--cache-dir", str(artifacts_dir)]
     record = json.loads(replica_bench.main(args).read_text())
@@ -81,8 +78,8 @@ def test_replica_bench_writes_the_chain_beside_its_operation_counts(
 def test_contexts_are_cut_to_the_asked_length(length: int) -> None:
     from transformers import AutoTokenizer  # noqa: PLC0415
 
-    from variants.replica import TOKENIZER_DIR  # noqa: PLC0415
-    from variants.served_latency import QUESTION, context_of_length  # noqa: PLC0415
+    from variants.benchmarking.served_latency import QUESTION, context_of_length  # noqa: PLC0415
+    from variants.building.replica import TOKENIZER_DIR  # noqa: PLC0415
 
     tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
     context = context_of_length(tokenizer, QUESTION, length)

@@ -1,4 +1,4 @@
-"""The lean HTTP route (variants.serve) through FastAPI's TestClient, on the tiny fixture model."""
+"""The lean HTTP route (variants.serving.http) through FastAPI's TestClient, on the tiny fixture model."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from variants.engine import load_engine
-from variants.serve import create_app
-from variants.spec import VariantSpec
+from variants.core.spec import VariantSpec
+from variants.serving.engine import load_engine
+from variants.serving.http import create_app
 
 QUESTION, CONTEXT = "what is the capital of france?", "paris is the capital of france."
 
@@ -56,7 +56,7 @@ def test_route_rides_beside_a_gradio_app(client) -> None:
     app_kwargs to its FastAPI app); checked on Gradio's own app factory, without a server."""
     import gradio as gr  # noqa: PLC0415
 
-    from variants.serve import router  # noqa: PLC0415
+    from variants.serving.http import router  # noqa: PLC0415
 
     _, engine = client
     with gr.Blocks() as demo:

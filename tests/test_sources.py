@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from variants.sources import SourceUnavailable, resolve
+from variants.building.sources import SourceUnavailable, resolve
 
 
 @pytest.fixture

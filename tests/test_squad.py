@@ -1,4 +1,4 @@
-"""The SQuAD v2 metric in variants.squad: hand-computed cases, then a cross-check against the official script.
+"""The SQuAD v2 metric in variants.core.squad: hand-computed cases, then a cross-check against the official script.
 
 transformers ships the official ``evaluate-v2.0.py`` functions as ``transformers.data.metrics.squad_metrics``
 (``squad_evaluate``, ``find_best_thresh``), which serves as the reference in the property test.
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from variants.squad import (
+from variants.core.squad import (
     QAExample,
     compute_exact,
     compute_f1,
@@ -194,7 +194,7 @@ def test_load_squad_json(tmp_path) -> None:
 
 
 def test_shipped_sample_loads() -> None:
-    from variants.spec import ASSETS  # noqa: PLC0415
+    from variants.core.spec import ASSETS  # noqa: PLC0415
 
     examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")
     assert len(examples) == 501

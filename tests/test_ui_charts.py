@@ -12,9 +12,9 @@ from app_helpers import tiny_engine, write_fake_record
 from ui.benchmark import benchmark_outputs, record_frame, stored_record
 from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
 from ui.palette import PEER, STYLES, variant_style
-from variants import spec as specs
-from variants.engine import VariantResult
-from variants.replica import LATENCY_ONLY
+from variants.building.replica import LATENCY_ONLY
+from variants.core import spec as specs
+from variants.serving.engine import VariantResult
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 import platform
 from pathlib import Path
 
-from variants import results as records
-from variants import spec as specs
-from variants.engine import Engine
+from variants.core import spec as specs
+from variants.core.hardware import current_hardware, hardware_label
+from variants.serving.engine import Engine
 
 from . import ROOT
 from .text import esc, fmt_mb, fmt_params, runtime_line
@@ -81,8 +81,8 @@ def serving_line(engine: Engine) -> str:
 
 
 def machine_summary() -> str:
-    hw = records.current_hardware()
-    hardware = ", ".join(filter(None, [records.hardware_label(hw, "cpu"), hw.get("gpu")]))
+    hw = current_hardware()
+    hardware = ", ".join(filter(None, [hardware_label(hw, "cpu"), hw.get("gpu")]))
     versions = []
     for module in ("torch", "onnxruntime", "transformers", "gradio"):
         try:

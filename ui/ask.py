@@ -6,10 +6,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from variants import custom
-from variants.engine import Engine, VariantResult
-from variants.qa import InputError, parse_null_threshold
-from variants.squad import load_squad_json
+from variants.answering.qa import InputError, parse_null_threshold
+from variants.building import custom
+from variants.core.squad import load_squad_json
+from variants.serving.engine import Engine, VariantResult
 
 from . import SAMPLE_FILE
 from .cards import cards_html, summary_html

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from variants import results as records
-from variants.bench import quick_benchmark
-from variants.engine import Engine
-from variants.record import VIEW_TITLES, Record
-from variants.replica import LATENCY_ONLY
-from variants.squad import load_squad_json
+from variants.building.replica import LATENCY_ONLY
+from variants.core.hardware import current_hardware, device_kind, hardware_label
+from variants.core.squad import load_squad_json
+from variants.records import results
+from variants.records.record import VIEW_TITLES, Record
+from variants.serving.engine import Engine
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
 from .styles import html_block
@@ -48,7 +48,7 @@ QUICK_DEFAULT = 50  # questions; at fewer, F1 differences of several points are 
 
 def stored_records(results_dir: Path | None) -> list[Record]:
     """Every stored record, newest first."""
-    stored = records.load_records(results_dir) if results_dir else records.load_records()
+    stored = results.load_records(results_dir) if results_dir else results.load_records()
     return sorted(stored, key=lambda r: r.created, reverse=True)
 
 
@@ -57,11 +57,11 @@ def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | No
     same_preset = [r for r in stored_records(results_dir) if r.preset == engine.preset]
     if not same_preset:
         return None, f"No benchmark records for the {engine.preset} preset yet."
-    hardware = records.current_hardware()
-    record = records.pick_record(same_preset, device=engine.device, hardware=hardware)
-    here = records.hardware_label(hardware, engine.device)
-    same_kind = records.device_kind(record.device) == records.device_kind(engine.device)
-    if same_kind and records.same_hardware(record, hardware):
+    hardware = current_hardware()
+    record = results.pick_record(same_preset, device=engine.device, hardware=hardware)
+    here = hardware_label(hardware, engine.device)
+    same_kind = device_kind(record.device) == device_kind(engine.device)
+    if same_kind and results.same_hardware(record, hardware):
         return record, ""
     return record, f"No record was measured on this machine ({here}, {engine.device}); showing the closest one."
 
@@ -86,7 +86,7 @@ def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
     columns of ``view``."""
     if record is None:
         return None
-    return records.records_to_frame([record], view=view)
+    return results.records_to_frame([record], view=view)
 
 
 def noise_points(n: int | None) -> float | None:
@@ -105,7 +105,7 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     frame = record_frame(record, view)
     timed = frame["n_latency"].dropna().max() if len(frame) else None
     passes = frame["latency_passes"].dropna().max() if len(frame) else None
-    hardware = records.hardware_label(record.hardware, record.device)
+    hardware = hardware_label(record.hardware, record.device)
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
     file = Path(str(record.data.get("file", ""))).name
     random_weights = [e.short_label for e in record.entries if e.latency_only]
@@ -237,13 +237,20 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
     )
 
 
-def make_quick_benchmark(engine: Engine, sample_file: Path, stored: list[Record] | None = None) -> Callable:
+# What runs a quick benchmark: (engine, questions, how many, progress(fraction, message)) -> a record.
+# app.py hands in variants.benchmarking.quick.quick_benchmark: the UI imports no benchmarking code.
+QuickBenchmark = Callable[..., Record]
+
+
+def make_quick_benchmark(
+    engine: Engine, sample_file: Path, run_quick: QuickBenchmark, stored: list[Record] | None = None
+) -> Callable:
     """Run a quick benchmark and add it beside the stored records (never instead of them), selected."""
 
     def quick(n: float, view: str, quick_runs: list[Record], progress=gr.Progress()) -> tuple:
         examples = load_squad_json(sample_file)
         progress(0.0, desc="Starting")
-        record = quick_benchmark(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
+        record = run_quick(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
         quick_runs = [*(quick_runs or []), record]
         choices = gr.Dropdown(choices=record_choices(stored or [], quick_runs), value=record_key(record))
         return (*select_outputs(record, "", view), quick_runs, choices)
@@ -257,7 +264,7 @@ def select_outputs(record: Record | None, note: str, view: str) -> tuple:
     return (*shown, gr.DownloadButton(value=csv, interactive=csv is not None))
 
 
-def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path):
+def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path, run_quick: QuickBenchmark):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
     header0, scatter0, table0, sweep0, profile_note0, profile0, csv0 = benchmark_outputs(record, note)
@@ -310,7 +317,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
 
     gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
     run.click(
-        make_quick_benchmark(engine, sample_file, stored),
+        make_quick_benchmark(engine, sample_file, run_quick, stored),
         [n, view, quick_runs],
         [*shown, quick_runs, choice],
         show_progress_on=[header],

@@ -1,9 +1,9 @@
 """The Ask tab's cards and summary line: pure functions of the loaded variants and their results."""
 
-from variants import custom
-from variants.engine import Engine, LoadedVariant, VariantResult
-from variants.replica import LATENCY_ONLY
-from variants.spec import short_label
+from variants.building import custom
+from variants.building.replica import LATENCY_ONLY
+from variants.core.spec import short_label
+from variants.serving.engine import Engine, LoadedVariant, VariantResult
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 

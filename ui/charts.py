@@ -4,10 +4,10 @@ import math
 
 import plotly.graph_objects as go
 
-from variants.engine import Engine, VariantResult
-from variants.record import Record
-from variants.replica import LATENCY_ONLY
-from variants.spec import short_label
+from variants.building.replica import LATENCY_ONLY
+from variants.core.spec import short_label
+from variants.records.record import Record
+from variants.serving.engine import Engine, VariantResult
 
 from .palette import PEER, variant_style
 from .text import esc, fmt_ms, fmt_params, fmt_speedup

@@ -1,5 +1,5 @@
 """One colour and one marker per variant, the same in every chart: the Ask tab's bars, the Benchmark tab's
-plots and the README chart drawn by ``scripts/plot_results.py`` (matplotlib), so that a variant is
+plots and the README chart drawn by ``variants/benchmarking/plot.py`` (matplotlib), so that a variant is
 recognised by its look everywhere. Colours are Okabe and Ito's colour-blind-safe set; the markers differ
 too, so overlapping points and grey-scale prints still tell the variants apart.
 

@@ -1,122 +1,54 @@
-"""Command line: ``python -m variants ask | build | bench | train``.
+"""Command line: ``python -m variants COMMAND [options]``; ``python -m variants COMMAND -h`` for a command's options.
 
-The model and engine options are :mod:`variants.config`'s (the app shares them without importing
-this module, which pulls in the training code).
+This module only dispatches: each command lives with its concern and parses its own arguments, and only
+the chosen command's code is imported (the app's model options are :mod:`variants.cli`'s).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import importlib
 import logging
 import sys
 
-from variants import train
-from variants.config import add_model_arguments, batching_from_args, engine_from_args, positive_int
-from variants.qa import InputError
-from variants.replica import LATENCY_ONLY
-from variants.sources import SourceUnavailable
+from variants.building.sources import SourceUnavailable
 
-__all__ = ["add_model_arguments", "batching_from_args", "engine_from_args", "main", "positive_int"]
-
-
-def cmd_ask(args: argparse.Namespace) -> int:
-    engine = engine_from_args(args)
-    if engine.notice:
-        print(engine.notice, file=sys.stderr)
-    try:
-        results = engine.ask(args.question, args.context, repeats=args.repeats)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
-        return 0
-    print("\n".join(answer_line(r) for r in results))
-    return 0
+# command: (module, function taking the rest of the command line, what it does)
+COMMANDS = {
+    "ask": ("variants.cli", "ask_main", "answer one question with every variant"),
+    "build": ("variants.cli", "build_main", "build and cache every variant of a preset"),
+    "bench": ("variants.benchmarking.cli", "main", "SQuAD v2 accuracy and latency records"),
+    "train": ("variants.training.cli", "main", "fine-tune or prune the embedded demo family"),
+    "plot": ("variants.benchmarking.plot", "main", "chart F1 against latency for a benchmark record"),
+    "load-test": ("variants.benchmarking.load_test", "main", "concurrent clients against the app's /answer"),
+    "soak": ("variants.benchmarking.soak", "main", "long mixed load on /answer, the server's memory over time"),
+    "served-latency": ("variants.benchmarking.served_latency", "main", "one variant over HTTP, p50/p99 per length"),
+    "replica-bench": ("variants.benchmarking.replica_bench", "main", "the BERT-large replica's chain on this CPU"),
+    "gpu-report": ("variants.benchmarking.gpu_report", "main", "every backend and mode on a GPU (or --device cpu)"),
+}
 
 
-def answer_line(r) -> str:
-    """One variant's answer as text: the answer and its confidence, or "no answer" with the best guess it beat;
-    then the median latency (and spread) over the timed runs, the speedup and where it ran."""
-    if r.error:
-        return f"{r.variant:<24} ERROR: {r.error}"
-    if r.answer:
-        said = f"{r.answer!r} (confidence {r.score:.0%})"
-    elif r.guess:
-        said = f"no answer (best guess {r.guess!r}, confidence {r.guess_score:.0%}; no-answer score {r.score:.0%})"
-    else:
-        said = f"no answer (no-answer score {r.score:.0%})"
-    speed = f"{r.speedup:5.2f}x" if r.speedup else "   -  "
-    spread = f" ({r.latency_min_ms:.1f}-{r.latency_max_ms:.1f})" if len(r.latency_runs) > 1 else ""
-    return (
-        f"{r.variant:<24} {said:<44} median {r.latency_ms:.1f} ms{spread} over {len(r.latency_runs)} runs  {speed}  "
-        f"{r.device} / {r.provider} / {r.dtype}" + (f"  ({LATENCY_ONLY})" if r.latency_only else "")
-    )
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm  # noqa: PLC0415
-
-    bar = tqdm(total=100, desc="build", unit="%")
-
-    def progress(fraction: float, message: str) -> None:
-        bar.set_description(message[:60])
-        bar.n = int(fraction * 100) if fraction else bar.n
-        bar.refresh()
-
-    engine = engine_from_args(args, progress=progress)
-    bar.close()
-    if engine.notice:
-        print(engine.notice, file=sys.stderr)
-    failed = 0
-    for v in engine.loaded:
-        status = f"ERROR: {v.error}" if v.error else f"ok ({v.load_seconds:.1f} s) {v.artifact or ''}"
-        failed += bool(v.error)
-        print(f"{v.spec.name:<24} {status}")
-    return 1 if failed else 0
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, (_, _, what) in COMMANDS.items()]
+    return "usage: python -m variants COMMAND [options]\n\ncommands:\n" + "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m variants", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    ask = sub.add_parser("ask", help="answer one question with every variant")
-    add_model_arguments(ask)
-    ask.add_argument("--context", required=True)
-    ask.add_argument("--question", required=True)
-    ask.add_argument("--json", action="store_true", help="print a JSON list, one object per variant")
-    ask.add_argument(
-        "--repeats", type=positive_int, default=5, help="timed runs per variant, after one untimed run (default 5)"
-    )
-
-    build = sub.add_parser("build", help="build and cache every variant of a preset")
-    add_model_arguments(build)
-
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    if argv[0] not in COMMANDS:
+        print(f"unknown command {argv[0]!r}\n{usage()}", file=sys.stderr)
+        return 2
+    module, function, _ = COMMANDS[argv[0]]
     try:
-        from variants import bench  # noqa: PLC0415
-    except ImportError:  # the benchmark lands separately
-        bench = None
-    if bench is not None:
-        bench_parser = sub.add_parser("bench", help="SQuAD v2 accuracy and latency records")
-        add_model_arguments(bench_parser)
-        bench.add_arguments(bench_parser)
-
-    train.add_arguments(sub.add_parser("train", help="fine-tune or prune the embedded demo family"))
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "ask":
-            return cmd_ask(args)
-        if args.command == "build":
-            return cmd_build(args)
-        if args.command == "bench":
-            return bench.run(args, engine_from_args)
-        train.run(args)
-        return 0
+        result = getattr(importlib.import_module(module), function)(argv[1:])
     except (SourceUnavailable, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

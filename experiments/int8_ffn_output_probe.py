@@ -1,0 +1,77 @@
+"""Which products to leave FP32 in dynamic INT8: F1 cost on held-out questions. A JSON record.
+
+    python -m experiments.int8_ffn_output_probe --model assets/models/minilm-squad2-pruned \\
+        --data train.json --out assets/results/int8-ffn-output-probe-cpu-<cpu>-<date>.json
+
+From one ORT-optimized FP32 graph of the model, in this CPU's INT8 weight format: every product INT8,
+each layer's MatMuls left FP32 in turn (attention output and both FFN products; the fused
+Attention nodes carry no layer name and stay INT8), and the FFN output products (``variants.building.export.
+ffn_output_products``) left FP32. They answer the questions of the model's held-out training
+articles (not the test file) in turns at batch 1, decided at threshold 0; each is compared with the
+FP32 graph question by question (paired bootstrap). Latency here is only indicative: the bench
+measures the build it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+from transformers import AutoTokenizer
+
+from experiments.common import save_probe_record
+from experiments.probe import data_facts, f1_against, graphs_in_turns
+from variants.answering.runtime import cpu_threads
+from variants.building.export import build_onnx_chain, ffn_output_products, quantize_int8
+from variants.building.storage import load_qa_model
+from variants.core.hardware import int8_settings
+from variants.training.evaluation import held_out_questions
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
+    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    titles, examples = held_out_questions(args.data, [args.model])
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = build_onnx_chain(
+            load_qa_model(args.model, compacted=True), tokenizer, ["optimize"], Path(tmp) / "fp32", for_gpu=False
+        )
+        products = [n.name for n in onnx.load(str(fp32)).graph.node if n.op_type in ("MatMul", "Attention")]
+        choices = {"every product INT8": []}
+        layers = sorted({name.split("layer.")[1].split("/")[0] for name in products if "layer." in name}, key=int)
+        choices |= {f"layer {k} FP32": [n for n in products if f"layer.{k}/" in n] for k in layers}
+        choices["FFN output products FP32"] = ffn_output_products(fp32)
+        graphs = {"FP32": fp32} | {
+            name: quantize_int8(fp32, Path(tmp) / f"int8-{i}", fp32_products=kept)
+            for i, (name, kept) in enumerate(choices.items())
+        }
+        results, per_question = graphs_in_turns(graphs, tokenizer, examples, args.threads or cpu_threads())
+    f1_against(results, per_question, "FP32", "f1_vs_fp32")
+    for name, result in results.items():
+        result["fp32_products"] = choices.get(name)
+    record = {
+        "kind": "int8-ffn-output-probe",  # not a benchmark record: the app's record list skips it by this key
+        "what": "dynamic INT8 of one ORT-optimized graph with some products left FP32, on the same held-out questions",
+        "model": args.model,
+        "data": data_facts(args.data, titles, examples),
+        "int8": int8_settings().as_dict(),
+        "settings": {"batch": 1, "null_threshold": 0.0},
+        "results": results,
+    }
+    save_probe_record(record, started, args.out)
+    print(json.dumps({n: (r.get("f1_at_zero"), r.get("f1_vs_fp32")) for n, r in results.items()}, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""The one QA decoding path every variant answers through.
+
+Long contexts are split into windows with a stride; each window's start/end logits become
+probabilities over its context tokens plus [CLS]; the best span (at most ``max_answer_length``
+tokens) across windows is compared with the SQuAD v2 null answer (the lowest [CLS] start x end
+probability over windows). The span is widened to whole words and mapped to character offsets in
+the original context. With ``null_threshold=0`` this is exactly what transformers'
+``pipeline("question-answering", handle_impossible_answer=True)`` returns, without its per-window
+Python overhead: windows of several questions run as one batch.
+
+The null threshold is on the log-odds of "no answer" against the best span,
+``ln(null score / span score)``: within one window that is BERT's ``null_score_diff_threshold``
+(CLS start + end logits minus the span's), the knob SQuAD v2 systems calibrate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+# The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
+CALIBRATED_THRESHOLD = "qa_null_threshold"
+CALIBRATED = "calibrated"
+# When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
+# or "calibrated": each model's own threshold from its config.json (0 for a model without one).
+NullThreshold = float | Literal["calibrated"]
+
+
+def calibrated_threshold(config: object) -> float:
+    """The null threshold stored in a model's config (a transformers ``PretrainedConfig``), 0 without one."""
+    return float(getattr(config, CALIBRATED_THRESHOLD, 0.0))
+
+
+def parse_null_threshold(text: str | float) -> NullThreshold:
+    """``"calibrated"`` or a number (``"0"``, ``"-4.5"``): the one reader of a threshold mode (CLI, bench, app)."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    cleaned = text.strip().lower()
+    if cleaned == CALIBRATED:
+        return CALIBRATED
+    try:
+        value = float(cleaned)
+    except ValueError:
+        raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {text!r}") from None
+    if math.isnan(value):  # NaN would make every comparison false
+        raise ValueError("null threshold must be a number, not NaN")
+    return value
+
+
+def resolve_null_threshold(mode: NullThreshold, calibrated: float | None) -> float:
+    """The threshold ``mode`` means for one model whose calibrated threshold is ``calibrated`` (None: it has none)."""
+    if mode == CALIBRATED:
+        return float(calibrated or 0.0)
+    return float(mode)
+
+
+class LogitsModel(Protocol):
+    """Anything that maps tokenized inputs to start/end logits (see variants.answering.runtime)."""
+
+    input_names: tuple[str, ...]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """Windowing and decoding options (defaults follow SQuAD practice)."""
+
+    max_length: int = 384
+    stride: int = 128
+    max_answer_length: int = 30
+    # "no answer" when ln(null score / best span score) > threshold; 0 is transformers' pipeline.
+    # (Engine sets it per model from its threshold mode, e.g. "calibrated".)
+    null_threshold: float = 0.0
+    handle_impossible: bool = True
+    align_to_words: bool = True
+    batch_size: int = 32  # windows per forward pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A decoded answer: text, character offsets into the context, and its probability.
+
+    When "no answer" wins, ``guess`` (with its offsets) is the best span it beat, for a UI to show.
+    """
+
+    text: str
+    start: int
+    end: int
+    score: float
+    span_score: float
+    null_score: float
+    guess: str = ""
+    guess_start: int = 0
+    guess_end: int = 0
+
+    @property
+    def is_null(self) -> bool:
+        return self.text == ""
+
+    @property
+    def null_margin(self) -> float:
+        """ln(null score / best span score): how strongly "no answer" beats the best span (SQuAD's na_prob
+        ranks by it; the answer is null where it is above the null threshold)."""
+        return null_margin(self.null_score, self.span_score)
+
+
+def null_margin(null_score: float, span_score: float) -> float:
+    """ln(null / span), finite even where a probability underflowed to 0."""
+    tiny = 1e-45
+    return float(np.log(max(null_score, tiny)) - np.log(max(span_score, tiny)))
+
+
+@dataclass
+class Windows:
+    """Tokenized windows for a list of (question, context) pairs."""
+
+    encoding: object  # transformers.BatchEncoding with offsets and overflow mapping
+    owner: np.ndarray  # window -> pair index
+    context_mask: np.ndarray  # [windows, width] True on context tokens
+    cls_index: np.ndarray  # [windows]
+
+    def inputs(self, names: tuple[str, ...], rows: np.ndarray | slice = slice(None)) -> dict[str, np.ndarray]:
+        enc = self.encoding
+        out = {n: np.asarray(enc[n], dtype=np.int64)[rows] for n in names if n in enc}
+        if "attention_mask" in names and "attention_mask" in out:
+            width = int(out["attention_mask"].sum(axis=1).max())  # trim padding of this slice
+            out = {k: v[:, :width] for k, v in out.items()}
+        return out
+
+
+class InputError(ValueError):
+    """A question or context that cannot be answered as given; the message says why.
+
+    ``field`` names the input at fault ("question" or "context"), so a UI can point at it.
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> int:
+    """The stride the windows of ``questions`` get: the settings' stride, less when the longest question
+    leaves little room for context; :class:`InputError` when it leaves almost none.
+
+    Pairs whose questions give the same stride are windowed exactly alike whether they are tokenized
+    alone or together (the dynamic batcher groups requests by it).
+
+    Most questions are too short to matter, and those are known without tokenizing them, so that a
+    request makes one tokenizer call, not two: an ASCII question of n characters has at most 2n + 1
+    tokens (every WordPiece, BPE or byte token covers one character or more, and a word-start marker
+    such as SentencePiece's adds at most one token per piece, even after a split at every punctuation
+    mark, as DeBERTa's tokenizer does). A normalizer that lengthened ASCII text would break the bound;
+    the tokenizer families in tests/test_qa_properties.py are checked against it. Only a longer or
+    non-ASCII question is tokenized here.
+    """
+    specials = tokenizer.num_special_tokens_to_add(pair=True)
+    full_stride_up_to = settings.max_length - specials - max(2 * settings.stride, 8)  # question tokens
+    if questions and all(q.isascii() and 2 * len(q) + 1 <= full_stride_up_to for q in questions):
+        return settings.stride
+    longest_question = max(len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"])
+    room = settings.max_length - longest_question - specials
+    if room < 8:
+        raise InputError(
+            f"The question is too long ({longest_question} tokens): it must leave room for the context "
+            f"in a window of {settings.max_length} tokens.",
+            "question",
+        )
+    return min(settings.stride, room // 2)
+
+
+def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) -> Windows:
+    """Split each (question, context) into windows of ``max_length`` tokens overlapping by ``stride``."""
+    questions = [q for q, _ in pairs]
+    contexts = [c for _, c in pairs]
+    stride = window_stride(tokenizer, questions, settings)
+    enc = tokenizer(
+        questions,
+        contexts,
+        truncation="only_second",
+        max_length=settings.max_length,
+        stride=stride,
+        padding="longest",
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    n = len(enc["input_ids"])
+    width = len(enc["input_ids"][0])
+    context_mask = np.zeros((n, width), dtype=bool)
+    for i in range(n):
+        seq = enc.sequence_ids(i)
+        context_mask[i] = [s == 1 for s in seq]
+    ids = np.asarray(enc["input_ids"])
+    cls_id = tokenizer.cls_token_id
+    cls_index = np.argmax(ids == cls_id, axis=1) if cls_id is not None else np.zeros(n, dtype=int)
+    owner = np.asarray(enc["overflow_to_sample_mapping"])
+    return Windows(encoding=enc, owner=owner, context_mask=context_mask, cls_index=cls_index)
+
+
+def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end logits for every window, ``batch_size`` windows per forward pass."""
+    n, width = windows.context_mask.shape
+    starts = np.full((n, width), -1e4, dtype=np.float32)
+    ends = np.full((n, width), -1e4, dtype=np.float32)
+    for lo in range(0, n, batch_size):
+        rows = slice(lo, min(n, lo + batch_size))
+        start, end = model.run(windows.inputs(model.input_names, rows))
+        starts[rows, : start.shape[1]] = start
+        ends[rows, : end.shape[1]] = end
+    return starts, ends
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _top_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, max_len: int, k: int) -> list:
+    """The ``k`` best (start, end, score) with start <= end < start + max_len, on allowed tokens.
+
+    Only the band of spans up to ``max_len`` long is scored (width x max_len products, not the width x
+    width outer product), in the same start-major order, so ties break as before.
+    """
+    n = len(p_start)
+    ends = np.arange(n)[:, None] + np.arange(max_len)[None, :]  # band[s, d]: the span (s, s + d)
+    band = p_start[:, None] * np.where(ends < n, p_end[np.minimum(ends, n - 1)], 0.0)
+    flat = band.ravel()
+    if k == 1:
+        order = np.array([int(np.argmax(flat))])
+    else:
+        k = min(k, len(flat) - 1)
+        order = np.argpartition(-flat, k)[:k]
+        order = order[np.argsort(-flat[order], kind="stable")]
+    starts, widths = np.divmod(order, max_len)
+    return [
+        (int(s), int(s + d), float(band[s, d]))
+        for s, d in zip(starts, widths, strict=True)
+        if s + d < n and allowed[s] and allowed[s + d]
+    ]
+
+
+def _char_span(windows: Windows, row: int, s: int, e: int, align_to_words: bool) -> tuple[int, int]:
+    enc = windows.encoding
+    if align_to_words:
+        word_s, word_e = enc.token_to_word(row, s), enc.token_to_word(row, e)
+        if word_s is not None and word_e is not None:
+            return enc.word_to_chars(row, word_s, 1)[0], enc.word_to_chars(row, word_e, 1)[1]
+    offsets = enc["offset_mapping"][row]
+    return offsets[s][0], offsets[e][1]
+
+
+def decode(
+    windows: Windows, starts: np.ndarray, ends: np.ndarray, contexts: list[str], settings: DecodeSettings
+) -> list[Answer]:
+    """One answer per pair from its windows' logits.
+
+    As transformers' pipeline does: per window, probabilities over context tokens and [CLS]; the
+    best spans (12 when aligning to words, since several token spans can widen to the same words);
+    scores of candidates with the same answer text are added up across windows; the null score is
+    the lowest [CLS] x [CLS] probability over windows.
+    """
+    k = 12 if settings.align_to_words else 1
+    texts: list[dict[str, list]] = [{} for _ in contexts]  # text -> [score, start, end]
+    null = [1.0] * len(contexts)
+    for row, pair in enumerate(windows.owner):
+        ctx = windows.context_mask[row]
+        cls = windows.cls_index[row]
+        allowed = ctx.copy()
+        allowed[cls] = True
+        p_start = _softmax(np.where(allowed, starts[row], -1e4))
+        p_end = _softmax(np.where(allowed, ends[row], -1e4))
+        null[pair] = min(null[pair], float(p_start[cls] * p_end[cls]))
+        p_start[cls] = p_end[cls] = 0.0
+        for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
+            c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
+            text = contexts[pair][c0:c1]
+            if text in texts[pair]:
+                texts[pair][text][0] += score
+            else:
+                texts[pair][text] = [score, c0, c1]
+    answers = []
+    threshold = float(settings.null_threshold)
+    for pair, context in enumerate(contexts):
+        best_text, (score, c0, c1) = max(texts[pair].items(), key=lambda kv: kv[1][0], default=("", [0.0, 0, 0]))
+        span = Answer(context[c0:c1], c0, c1, score, score, null[pair])
+        answers.append(with_null_decision(span, threshold) if settings.handle_impossible or not best_text else span)
+    return answers
+
+
+def says_answer(null_margin: float, threshold: float) -> bool:
+    """SQuAD v2's rule: the best span stands where ln(null score / span score) is at most ``threshold``."""
+    return null_margin <= threshold
+
+
+def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
+    """``span``, or "no answer" where ln(null score / span score) is above ``threshold`` (SQuAD v2).
+
+    Decoding with ``handle_impossible=False`` and deciding here gives the same answers as decoding at
+    ``threshold``; calibration and the benchmark's accuracy views use it to try many thresholds on one
+    set of spans. ``span`` may already be decided: a "no answer" is decided again from its guess.
+    """
+    if not span.text and span.guess:
+        span = Answer(span.guess, span.guess_start, span.guess_end, span.span_score, span.span_score, span.null_score)
+    if span.text and says_answer(span.null_margin, threshold):
+        return span
+    return Answer("", 0, 0, span.null_score, span.span_score, span.null_score, span.text, span.start, span.end)
+
+
+def answer_pairs(
+    model: LogitsModel, tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings = DecodeSettings()
+) -> list[Answer]:
+    """Answer (question, context) pairs with ``model``: tokenize, run, decode."""
+    for question, context in pairs:
+        if not question.strip():
+            raise InputError("The question is empty.", "question")
+        if not context.strip():
+            raise InputError("The context is empty.", "context")
+    windows = tokenize(tokenizer, pairs, settings)
+    starts, ends = run_windows(model, windows, settings.batch_size)
+    return decode(windows, starts, ends, [c for _, c in pairs], settings)
+
+
+def answer(
+    model: LogitsModel, tokenizer, question: str, context: str, settings: DecodeSettings = DecodeSettings()
+) -> Answer:
+    """Answer one question about one context."""
+    return answer_pairs(model, tokenizer, [(question, context)], settings)[0]

@@ -1,0 +1,312 @@
+"""One ``QAModel`` interface over PyTorch and ONNX Runtime.
+
+Each model reports the device and execution provider it really runs on: ONNX Runtime silently
+falls back to the CPU when the CUDA provider cannot start (missing CUDA/cuDNN libraries), so the
+session's active providers are read back rather than trusted from the request. Both backends are
+safe to call from several threads at once (no state is shared between calls; an IOBinding is made
+per call).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from variants.core import config
+
+log = logging.getLogger("variants.answering.runtime")
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``."""
+    if device != "auto":
+        return device
+    import torch  # noqa: PLC0415
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+class QAModel(ABC):
+    """A loaded model that maps token ids to start/end logits (float32 numpy)."""
+
+    backend: str = ""
+    device: str = "cpu"  # where it really runs: "cpu" or "cuda:0"
+    provider: str = ""  # "PyTorch", "CPUExecutionProvider", "CUDAExecutionProvider"
+    dtype: str = "fp32"  # fp32 / fp16 / int8
+    input_names: tuple[str, ...] = ()
+    size_bytes: int = 0  # weights as run
+    num_parameters: int = 0
+    notes: tuple[str, ...] = ()  # e.g. a provider fallback
+    build: Mapping[str, Any] = MappingProxyType({})  # how its graph was built, e.g. the INT8 step's choices
+    # Whether a pair's logits are the same whichever other windows share its batch. Not so for dynamic INT8
+    # quantization: its activation scales are taken over the whole batch tensor.
+    batch_invariant: bool = True
+
+    @abstractmethod
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end logits for a batch of windows; returns once the device has finished."""
+
+    def warmup(self, width: int = 64, batch: int = 1) -> None:
+        ids = np.ones((batch, width), dtype=np.int64)  # id 1 exists in every vocabulary
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        self.run({k: v for k, v in feed.items() if k in self.input_names})
+
+    def describe(self) -> dict:
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "provider": self.provider,
+            "dtype": self.dtype,
+            "size_mb": round(self.size_bytes / 1e6, 1),
+            "parameters": self.num_parameters,
+            "notes": list(self.notes),
+            "build": dict(self.build),
+        }
+
+
+class TorchQAModel(QAModel):
+    """A transformers ``*ForQuestionAnswering`` model in PyTorch."""
+
+    backend = "torch"
+    provider = "PyTorch"
+
+    def __init__(self, model, device: str = "cpu") -> None:
+        import inspect  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+
+        self._torch = torch
+        self.model = model.eval().to(device)
+        self.device = str(next(model.parameters()).device)
+        self.dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[
+            next(model.parameters()).dtype
+        ]
+        accepted = inspect.signature(model.forward).parameters
+        self.input_names = tuple(n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted)
+        self.num_parameters = sum(p.numel() for p in model.parameters())
+        self.size_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        torch = self._torch
+        feed = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in inputs.items()}
+        with torch.inference_mode():
+            out = self.model(**feed)
+            start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+        return start, end  # .cpu() waits for the device
+
+
+QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeMatMul", "QLinearMatMul", "MatMulIntegerToFloat", "QAttention"}
+
+
+def _onnx_parameters(path: Path) -> tuple[int, str]:
+    """Parameter count and weight dtype (fp32/fp16/int8) of an ONNX graph's initializers."""
+    import onnx  # noqa: PLC0415
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    counts: dict[int, int] = {}
+    for init in graph.initializer:
+        n = int(np.prod(init.dims)) if init.dims else 1
+        counts[init.data_type] = counts.get(init.data_type, 0) + n
+    total = sum(counts.values())
+    tp = onnx.TensorProto
+    # Quantized matrix products make it INT8 however many FP32 weights stay (embeddings are not quantized:
+    # in a heavily pruned model they outweigh the INT8 layers).
+    if any(node.op_type in QUANTIZED_OPS for node in graph.node):
+        dtype = "int8"
+    elif counts.get(tp.FLOAT16, 0) > total / 2:
+        dtype = "fp16"
+    else:
+        dtype = "fp32"
+    return total, dtype
+
+
+# ONNX Runtime's thread spinning, by VARIANTS_ORT_SPIN (config.ort_spin). Spinning inside a run and
+# stopping at its end is faster than never spinning (threads wake at once between a run's kernels)
+# and, unlike ORT's default, burns no CPU after the run: the next variant, or the next request, gets
+# the cores (docs/results.md has the measurement).
+SPIN_SETTINGS: dict[str, dict[str, str]] = {
+    "run": {"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"},
+    "never": {"session.intra_op.allow_spinning": "0"},
+    "always": {"session.intra_op.allow_spinning": "1"},
+}
+
+
+def skip_layer_norm_fusion(cuda: bool) -> bool:
+    """Whether residual Add + LayerNormalization become SkipLayerNormalization: on CUDA only.
+
+    On the CPU, ORT's SkipLayerNormalization kernel is several times slower than the two ops it
+    replaces (onnxruntime 1.31; docs/results.md has the measurement). The one decision for both places that fuse:
+    the build's optimizer (``export.optimize_onnx``) and the session (:func:`session_options`).
+    """
+    return cuda
+
+
+def session_options(threads: int = 0, cuda: bool = False, profile_prefix: str | None = None) -> tuple[Any, list[str]]:
+    """The ONNX Runtime session options every variant runs with, and the graph fusions to turn off
+    (the session would otherwise fuse what :func:`skip_layer_norm_fusion` leaves apart).
+
+    ``profile_prefix`` turns on ORT's profiler, writing ``<prefix>_<date>.json`` at ``end_profiling()``."""
+    import onnxruntime as ort  # noqa: PLC0415
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Memory bounded under requests of every length (variants/benchmarking/soak.py measures it). ORT's CPU
+    # arena grows by powers of two up to the largest request's peak and keeps it; memory patterns are
+    # planned and cached per input shape, and every sequence length is a new shape. Without both, each
+    # run allocates from malloc and frees on return (bounded by limit_native_memory's settings).
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    if threads:
+        options.intra_op_num_threads = threads
+    for key, value in SPIN_SETTINGS[config.ort_spin()].items():
+        options.add_session_config_entry(key, value)
+    options.log_severity_level = 3
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return options, ([] if skip_layer_norm_fusion(cuda) else ["SkipLayerNormFusion"])
+
+
+QUANTIZATION_REPORT = "quantization.json"  # the INT8 step's report, beside its graph (variants.building.export)
+
+
+def build_facts(folder: Path) -> dict[str, Any]:
+    """What a built ONNX folder says about its build steps, for records: the INT8 step's report
+    (weight format, per-channel, the products left FP32), if it has one."""
+    report = Path(folder) / QUANTIZATION_REPORT
+    try:
+        return {"int8": json.loads(report.read_text(encoding="utf-8"))} if report.is_file() else {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unreadable (%s)", report, exc)
+        return {}
+
+
+class OrtQAModel(QAModel):
+    """An ONNX graph in an ONNX Runtime session (CUDA with IOBinding, or CPU)."""
+
+    backend = "onnxruntime"
+
+    def __init__(
+        self, path: str | Path, device: str = "cpu", threads: int = 0, profile_prefix: str | None = None
+    ) -> None:
+        import onnxruntime as ort  # noqa: PLC0415
+
+        path = Path(path)
+        model_file = path / "model.onnx" if path.is_dir() else path
+        wants_cuda = device.startswith("cuda")
+        providers = ["CPUExecutionProvider"]
+        if wants_cuda:
+            index = int(device.split(":")[1]) if ":" in device else 0
+            providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+        options, disabled = session_options(threads, wants_cuda, profile_prefix)
+        self.session = ort.InferenceSession(
+            str(model_file), sess_options=options, providers=providers, disabled_optimizers=disabled
+        )
+        active = self.session.get_providers()
+        self.provider = active[0]
+        self.uses_cuda = self.provider == "CUDAExecutionProvider"
+        self.device = device if self.uses_cuda else "cpu"
+        if wants_cuda and not self.uses_cuda:
+            note = f"asked for {device}, but ONNX Runtime fell back to the CPU (CUDA provider unavailable)"
+            log.warning(note)
+            self.notes = (note,)
+        self.input_names = tuple(i.name for i in self.session.get_inputs())
+        self.output_names = tuple(o.name for o in self.session.get_outputs())
+        self.num_parameters, self.dtype = _onnx_parameters(model_file)
+        self.build = build_facts(model_file.parent)
+        self.batch_invariant = self.dtype != "int8"
+        # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
+        self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
+        self.path = model_file
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        feed = {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in inputs.items() if k in self.input_names}
+        if not self.uses_cuda:
+            start, end = self.session.run(["start_logits", "end_logits"], feed)
+            return start.astype(np.float32), end.astype(np.float32)
+        binding = self.session.io_binding()
+        for name, value in feed.items():
+            binding.bind_cpu_input(name, value)
+        for name in ("start_logits", "end_logits"):
+            binding.bind_output(name, "cuda")
+        self.session.run_with_iobinding(binding)  # synchronous: outputs are ready on return
+        start, end = binding.copy_outputs_to_cpu()
+        return start.astype(np.float32), end.astype(np.float32)
+
+
+# glibc mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+# Blocks up to this size come from the heap, where the next run reuses them; larger ones are mmapped
+# and go back to the system when freed. 16 MiB holds every buffer of one 384-token window, BERT-large
+# included (its attention probabilities: 16 heads x 384 x 384 floats, 9.4 MB). glibc refuses more than
+# 32 MiB on 64-bit systems.
+ARENA_MAX = 2
+MMAP_THRESHOLD = 16 << 20
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # free memory at each arena's top kept for the next run
+
+
+def limit_native_memory() -> bool:
+    """Bound what glibc malloc keeps when the server answers from many threads, and keep what one run reuses.
+
+    The app answers on a pool of worker threads; glibc gives each thread its own arena (up to 8 per
+    core), and each arena keeps what it freed at its high-water mark, so resident memory climbs with
+    every thread that meets a long input. Also, after a large block is freed, glibc raises its mmap
+    threshold (up to 32 MiB, moving with the workload). Two arenas and fixed thresholds bound both:
+    the buffers of one window stay on the heap and are reused, larger ones (batches of many windows)
+    are mmapped and returned on free. With a 1 MiB threshold, every run of a question over ~160 tokens
+    mmapped its attention buffers afresh and page-faulted them in, which cost mean and tail latency but not
+    the median (``experiments/malloc_probe.py`` measures each setting in its own process; its records in
+    ``experiments/records/``, the numbers in docs/results.md).
+    ``MALLOC_ARENA_MAX`` and friends do the same from outside, but only before the process starts.
+    Returns False where there is no glibc (macOS, Windows, musl) or glibc refused a setting (logged).
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    settings = {"M_ARENA_MAX": (_M_ARENA_MAX, ARENA_MAX), "M_MMAP_THRESHOLD": (_M_MMAP_THRESHOLD, MMAP_THRESHOLD)}
+    settings["M_TRIM_THRESHOLD"] = (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    refused = [name for name, (param, value) in settings.items() if libc.mallopt(param, value) != 1]
+    if refused:
+        log.warning("glibc refused mallopt %s", ", ".join(refused))
+    return not refused
+
+
+@functools.cache
+def _glibc() -> Any | None:
+    """The C library when it is glibc (it has ``malloc_trim``), else None (macOS, Windows, musl)."""
+    import ctypes  # noqa: PLC0415
+    import ctypes.util  # noqa: PLC0415
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+
+
+def release_free_memory() -> bool:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; False elsewhere).
+
+    Memory freed inside the heap stays resident: requests of many shapes (dynamic batching) leave
+    free holes that later allocations do not fill, and resident memory creeps up. The batcher
+    calls this when its queue is empty, so no waiting request pays for it."""
+    libc = _glibc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
+
+
+def cpu_threads() -> int:
+    """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores (0)."""
+    return config.cpu_threads()

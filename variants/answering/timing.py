@@ -1,0 +1,325 @@
+"""Timing and memory primitives for the benchmark (:mod:`variants.benchmarking.bench`).
+
+Everything here times with ``time.perf_counter`` around calls that return only once the device has
+finished (``QAModel.run`` copies its outputs to the CPU). An ``Answerer`` is any callable that takes
+(question, context) pairs and a batch size and returns (answer text, no-answer probability or None)
+per pair: a loaded variant through the engine's decoding, or the transformers pipeline.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from variants.core.squad import QAExample
+
+Progress = Callable[[float, str], None]
+Answerer = Callable[[list[tuple[str, str]], int], list[tuple[str, float | None]]]
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line ``Type: message`` for a record."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+def summarize(times_ms: list[float]) -> dict[str, float | int]:
+    """p50/p90/p99/mean/std/min/max (ms, numpy's linear-interpolated percentiles) and the sample count."""
+    a = np.asarray(times_ms, dtype=float)
+    if a.size == 0:
+        return {"n": 0}
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    std = float(a.std(ddof=1)) if a.size > 1 else 0.0
+    stats = {"p50": p50, "p90": p90, "p99": p99, "mean": a.mean(), "std": std, "min": a.min(), "max": a.max()}
+    return {**{k: round(float(v), 3) for k, v in stats.items()}, "n": int(a.size)}
+
+
+def cycle(examples: list[QAExample], n: int) -> list[QAExample]:
+    """``n`` questions, going round ``examples`` again if it has fewer."""
+    return [examples[i % len(examples)] for i in range(n)] if examples else []
+
+
+@dataclass
+class Timing:
+    """Batch-1 latencies of one answerer, with the answers it gave."""
+
+    times_ms: list[float] = field(default_factory=list)
+    preds: dict[str, str] = field(default_factory=dict)
+    na_probs: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    pass_p50_ms: list[float] = field(default_factory=list)  # one median per pass (see latency_passes)
+
+
+def latency_pass(
+    answerers: dict[str, Answerer],
+    examples: list[QAExample],
+    samples: int,
+    warmup: int,
+    progress: Progress | None = None,
+    round_size: int = 25,
+) -> dict[str, Timing]:
+    """Batch-1 latency of each answerer on ``samples`` questions, end to end, after ``warmup`` questions.
+
+    The answerers take turns, ``round_size`` questions each, so that load from other processes falls
+    on all of them alike. Each turn starts with one untimed question: the first call after another
+    backend ran is slower (measured up to 1.7x after an ONNX Runtime session on a busy CPU), and no
+    answerer should pay for the one before it. One that raises keeps its error and drops out.
+    """
+    timings = {name: Timing() for name in answerers}
+    for name, answer in answerers.items():
+        try:
+            for e in cycle(examples, warmup):
+                answer([(e.question, e.context)], 1)
+        except Exception as exc:
+            timings[name].error = describe(exc)
+    questions = cycle(examples, samples)
+    done, total = 0, len(questions) * len(answerers)
+    for lo in range(0, len(questions), max(1, round_size)):
+        chunk = questions[lo : lo + max(1, round_size)]
+        for name, answer in answerers.items():
+            t = timings[name]
+            if t.error:
+                continue
+            try:
+                answer([(chunk[0].question, chunk[0].context)], 1)  # settle, untimed
+                for i, e in enumerate(chunk, start=lo + 1):
+                    started = time.perf_counter()
+                    ((text, na_prob),) = answer([(e.question, e.context)], 1)
+                    t.times_ms.append((time.perf_counter() - started) * 1000)
+                    t.preds[e.id] = text
+                    if na_prob is not None:
+                        t.na_probs[e.id] = na_prob
+                    done += 1
+                    if progress:
+                        progress(done / total, f"latency: {name}, question {i}/{len(questions)}")
+            except Exception as exc:
+                t.error = describe(exc)
+    return timings
+
+
+def latency_passes(
+    answerers: dict[str, Answerer],
+    examples: list[QAExample],
+    samples: int,
+    warmup: int,
+    passes: int = 1,
+    progress: Progress | None = None,
+    round_size: int = 25,
+) -> dict[str, Timing]:
+    """:func:`latency_pass` ``passes`` times over the same questions; each answerer's times from every pass
+    together, with each pass's median in ``pass_p50_ms``.
+
+    One pass can be off by more than the gaps it is meant to show: on a shared 2-core VM the ratio of
+    two answerers' medians moved from 3.9 to 4.6 between passes of one process. A ratio per pass, and
+    the median and range of those, says how far one number can be trusted.
+    """
+    merged = {name: Timing() for name in answerers}
+    for i in range(max(1, passes)):
+        step = None if progress is None else (lambda f, m, i=i: progress((i + f) / max(1, passes), m))
+        running = {name: answer for name, answer in answerers.items() if not merged[name].error}
+        for name, timing in latency_pass(running, examples, samples, warmup, step, round_size).items():
+            into = merged[name]  # one that fails drops out of the later passes, as within a pass
+            into.error = timing.error
+            into.times_ms += timing.times_ms
+            into.preds.update(timing.preds)
+            into.na_probs.update(timing.na_probs)
+            if timing.times_ms and not timing.error:
+                into.pass_p50_ms.append(round(float(np.median(timing.times_ms)), 3))
+    return merged
+
+
+def synthetic_inputs(tokenizer: Any, length: int, names: tuple[str, ...], seed: int = 0) -> dict[str, np.ndarray]:
+    """One window of exactly ``length`` tokens: [CLS] question [SEP] context [SEP], random word ids."""
+    special = set(tokenizer.all_special_ids)
+    words = np.array([i for i in range(len(tokenizer)) if i not in special])
+    ids = np.random.default_rng(seed).choice(words, size=length)
+    q = max(1, length // 8)
+    ids[0], ids[q + 1], ids[-1] = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.sep_token_id
+    types = np.zeros(length, dtype=np.int64)
+    types[q + 2 :] = 1
+    feed = {"input_ids": ids, "attention_mask": np.ones(length, dtype=np.int64), "token_type_ids": types}
+    return {k: v.astype(np.int64)[None, :] for k, v in feed.items() if k in names}
+
+
+def seq_len_sweep(
+    models: dict[str, tuple[Any, Any]],
+    lengths: tuple[int, ...],
+    runs: int,
+    warmup: int = 3,
+    round_size: int = 5,
+    thread_cpu: bool = False,
+) -> dict[str, list[dict]]:
+    """Latency of each ``model.run`` on one synthetic window of each length; ``models``: name -> (model, tokenizer).
+
+    The models take turns, ``round_size`` runs each with one untimed run first, like ``latency_pass``:
+    a burst of load from elsewhere then falls on all of them, not on whichever ran at that moment.
+    A length that fails for a model records its error in that model's row; the others go on.
+    ``thread_cpu`` adds the calling thread's CPU time per run (``thread_cpu_p50_ms``): with one compute
+    thread it is the whole computation, and unlike wall time it does not grow while other processes
+    hold the cores.
+    """
+    rows: dict[str, list[dict]] = {name: [] for name in models}
+    for length in lengths:
+        feeds, times, cpu_times, errors = {}, {}, {}, {}
+        for name, (model, tokenizer) in models.items():
+            try:
+                feeds[name] = synthetic_inputs(tokenizer, length, model.input_names)
+                for _ in range(warmup):
+                    model.run(feeds[name])
+                times[name], cpu_times[name] = [], []
+            except Exception as exc:
+                free_gpu()
+                errors[name] = describe(exc)
+        for _ in range(0, runs, max(1, round_size)):
+            for name in list(times):
+                model, feed = models[name][0], feeds[name]
+                try:
+                    model.run(feed)  # settle, untimed
+                    for _ in range(min(max(1, round_size), runs - len(times[name]))):
+                        started, cpu_started = time.perf_counter(), time.thread_time()
+                        model.run(feed)
+                        times[name].append((time.perf_counter() - started) * 1000)
+                        cpu_times[name].append((time.thread_time() - cpu_started) * 1000)
+                except Exception as exc:
+                    free_gpu()
+                    errors[name] = describe(exc)
+                    del times[name]
+        for name in models:
+            if name in errors:
+                rows[name].append({"seq_len": length, "error": errors[name]})
+                continue
+            st = summarize(times[name])
+            rows[name].append(
+                {
+                    "seq_len": length,
+                    "p50_ms": st["p50"],
+                    "p90_ms": st["p90"],
+                    "mean_ms": st["mean"],
+                    "min_ms": st["min"],
+                    "max_ms": st["max"],
+                    "n": st["n"],
+                }
+            )
+            if thread_cpu:
+                cpu = summarize(cpu_times[name])
+                rows[name][-1].update(thread_cpu_p50_ms=cpu["p50"], thread_cpu_min_ms=cpu["min"])
+    return rows
+
+
+def batch_sweep(
+    answer: Answerer, examples: list[QAExample], sizes: tuple[int, ...], n_questions: int, sort_by_length: bool
+) -> list[dict]:
+    """Per-question latency and throughput with ``size`` real questions per call, for each size.
+
+    At least as many questions as the largest size are used (going round ``examples`` if needed);
+    each size is warmed up with one untimed batch.
+    """
+    n = max(n_questions, *sizes)
+    pool = cycle(examples, n)
+    if sort_by_length:
+        pool.sort(key=lambda e: len(e.question) + len(e.context))
+    rows = []
+    for size in sizes:
+        batches = [[(e.question, e.context) for e in pool[lo : lo + size]] for lo in range(0, n, size)]
+        try:
+            answer(batches[0], size)
+            times = []
+            for pairs in batches:
+                started = time.perf_counter()
+                answer(pairs, size)
+                times.append(time.perf_counter() - started)
+        except Exception as exc:
+            free_gpu()
+            rows.append({"batch_size": size, "error": describe(exc)})
+            continue
+        total = sum(times)
+        rows.append(
+            {
+                "batch_size": size,
+                "n_questions": n,
+                "n_batches": len(batches),
+                "ms_per_question": round(total * 1000 / n, 3),
+                "batch_p50_ms": round(float(np.median(times)) * 1000, 3),
+                "throughput_qps": round(n / total, 2),
+            }
+        )
+    return rows
+
+
+# --- memory -------------------------------------------------------------------------------------------
+
+
+class MemoryProbe:
+    """Process RSS and its peak (Linux VmHWM, resettable), and CUDA memory where there is a GPU (MB = 1e6 B)."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self.index = int(device.split(":")[1]) if ":" in device else 0
+
+    def reset(self) -> None:
+        """Start a new peak: the process's peak RSS and torch's peak CUDA allocation."""
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux)
+        except OSError:
+            pass
+        if self.cuda:
+            import torch  # noqa: PLC0415
+
+            torch.cuda.reset_peak_memory_stats(self.index)
+
+    def read(self) -> dict[str, float | None]:
+        import psutil  # noqa: PLC0415
+
+        out: dict[str, float | None] = {
+            "rss_mb": round(psutil.Process().memory_info().rss / 1e6, 1),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+        if self.cuda:
+            import torch  # noqa: PLC0415
+
+            out["gpu_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated(self.index) / 1e6, 1)
+            out["gpu_used_mb"] = nvml_used_mb(self.index)
+        return out
+
+
+def peak_rss_mb() -> float | None:
+    """Peak resident memory of this process since the last reset (VmHWM), else since it started."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) * 1024 / 1e6, 1)
+    except OSError:
+        pass
+    try:
+        import resource  # noqa: PLC0415
+
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6, 1)
+    except (ImportError, OSError):
+        return None
+
+
+def nvml_used_mb(index: int) -> float | None:
+    """Memory in use on GPU ``index`` by every process (NVML), or None without NVML."""
+    try:
+        import pynvml  # noqa: PLC0415 - from nvidia-ml-py
+
+        pynvml.nvmlInit()
+        try:
+            return round(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used / 1e6, 1)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def free_gpu() -> None:
+    """Give cached CUDA memory back after an error (e.g. out of memory at a large batch)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,161 @@
+"""``python -m variants bench``: its command line and the plain-text summary it prints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from variants.answering.qa import NullThreshold, parse_null_threshold
+from variants.answering.timing import (
+    Progress,
+)
+from variants.benchmarking.bench import benchmark, load_data, set_threads
+from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
+from variants.benchmarking.peer import peer_runner
+from variants.building.replica import LATENCY_ONLY
+from variants.cli import add_model_arguments, engine_from_args
+from variants.core.hardware import hardware_slug
+from variants.records.record import Record
+from variants.records.results import RESULTS_DIR, save_record
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Benchmark options (the model options come from ``variants.__main__.add_model_arguments``)."""
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="SQuAD v2 JSON file or Hub dataset name")
+    parser.add_argument("--split", default="validation", help="split of a Hub dataset")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N questions only")
+    parser.add_argument("--out", default=str(RESULTS_DIR), help="folder for the JSON record and the CSV")
+    parser.add_argument("--latency-samples", type=int, default=200, help="timed questions per variant at batch 1")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed questions per variant before timing")
+    parser.add_argument("--latency-round", type=int, default=25, help="questions per variant per turn at batch 1")
+    parser.add_argument(
+        "--latency-passes",
+        type=_positive,
+        default=LATENCY_PASSES,
+        help=f"times the whole latency pass runs; speedups: median of the passes' ratios (default {LATENCY_PASSES})",
+    )
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per point of the sequence-length sweep")
+    parser.add_argument("--skip-sweeps", action="store_true", help="no sequence-length or batch-size sweeps")
+    parser.add_argument("--seq-lens", type=_ints, default=SEQ_LENS, help="comma-separated (default 32,...,384)")
+    parser.add_argument("--batch-sizes", type=_ints, default=BATCH_SIZES, help="comma-separated (default 1,...,64)")
+    parser.add_argument("--sweep-questions", type=int, default=64, help="questions per point of the batch sweep")
+    parser.add_argument("--sort-by-length", action="store_true", help="batch sweep: sort questions by length first")
+    parser.add_argument("--accuracy-batch", type=int, default=16, help="questions per call for accuracy")
+    parser.add_argument("--profile-questions", type=int, default=100, help="questions profiled per variant (0: none)")
+    parser.add_argument("--no-peer", action="store_true", help="skip the transformers pipeline peer")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike")
+
+
+def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
+    """``python -m variants bench``: measure, write the record and CSV, print a summary.
+
+    Returns 1 when a variant failed (the record is written anyway), else 0.
+    """
+    try:
+        examples, data = load_data(args.data, args.split, args.limit)
+    except RuntimeError as exc:  # e.g. a Hub dataset without the datasets package
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.threads:
+        set_threads(args.threads)
+    progress = _printer()
+    engine = engine_from_args(args, progress=progress)
+    if engine.notice:
+        print(engine.notice, file=sys.stderr)
+    options = Options(
+        latency_samples=args.latency_samples,
+        warmup=args.warmup,
+        latency_round=args.latency_round,
+        latency_passes=args.latency_passes,
+        runs=args.runs,
+        seq_lens=tuple(args.seq_lens),
+        batch_sizes=tuple(args.batch_sizes),
+        sweep_questions=args.sweep_questions,
+        sort_by_length=args.sort_by_length,
+        skip_sweeps=args.skip_sweeps,
+        accuracy_batch=args.accuracy_batch,
+        profile_questions=args.profile_questions,
+    )
+    peer = None if args.no_peer else peer_runner(engine, args)
+    record = benchmark(engine, examples, options, data, peer=peer, progress=progress)
+    json_path, csv_path = save_record(record, args.out)
+    print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0))))
+    print(f"\nwrote {json_path}\n      {csv_path}")
+    return 1 if any(v.error for v in record.variants) else 0
+
+
+def _view_for(mode: NullThreshold) -> str:
+    """The accuracy view the summary shows for a threshold mode (every view is in the record)."""
+    return "calibrated" if parse_null_threshold(mode) == "calibrated" else "pipeline"
+
+
+def summary_table(record: Record, view: str = "pipeline") -> str:
+    """A plain-text table of the headline numbers, one line per variant and the peer, accuracy of ``view``."""
+
+    def fmt(value: Any, spec: str) -> str:
+        return f"{'-':>8}" if value is None else format(value, spec)
+
+    columns = ("F1", "EM", "HasAns", "NoAns", "p50 ms", "p90 ms", "p99 ms", "q/s", "MB", "x base", "x peer", "agree")
+    lines = [
+        f"{record.preset} on {record.device} ({hardware_slug(record.hardware, record.device)}), "
+        f"{record.n_questions} questions; accuracy view '{view}'",
+        f"{'variant':<26}" + "".join(f"{c:>8}" for c in columns),
+    ]
+    for e in record.entries:
+        acc, lat = e.view(view), e.latency_ms
+        values = (
+            (acc and acc.f1, "8.2f"),
+            (acc and acc.exact, "8.2f"),
+            (acc and acc.has_ans_f1, "8.2f"),
+            (acc and acc.no_ans_f1, "8.2f"),
+            (lat and lat.p50, "8.2f"),
+            (lat and lat.p90, "8.2f"),
+            (lat and lat.p99, "8.2f"),
+            (e.throughput_qps, "8.1f"),
+            (e.size_mb, "8.1f"),
+            (e.speedup_vs_baseline, "8.2f"),
+            (e.speedup_vs_peer, "8.2f"),
+            (e.agreement_with_baseline, "8.3f"),
+        )
+        line = f"{e.variant:<26}" + "".join(fmt(v, spec) for v, spec in values)
+        against, bounds = ("peer", e.speedup_vs_peer_range) if record.peer else ("base", e.speedup_vs_baseline_range)
+        if bounds and not (e.is_peer or (against == "base" and e.variant == "baseline")):
+            line += f"  x {against} {bounds[0]:.2f}-{bounds[1]:.2f} over {len(e.latency_pass_p50_ms)} passes"
+        line += f"  ({LATENCY_ONLY})" if e.latency_only else ""
+        lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
+    return "\n".join(lines)
+
+
+def _printer(every: float = 5.0) -> Progress:
+    """Progress lines on stderr: each new phase, and otherwise at most every ``every`` seconds."""
+    state: dict[str, Any] = {"phase": None, "at": 0.0}
+
+    def show(fraction: float, message: str) -> None:
+        phase, now = message.split(":", maxsplit=1)[0], time.monotonic()
+        if phase != state["phase"] or now - state["at"] >= every:
+            print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+            state.update(phase=phase, at=now)
+
+    return show
+
+
+def main(argv: list[str]) -> int:
+
+    parser = argparse.ArgumentParser(prog="python -m variants bench", description=__doc__)
+    add_model_arguments(parser)
+    add_arguments(parser)
+    return run(parser.parse_args(argv), engine_from_args)

@@ -1,0 +1,137 @@
+"""Build variants from specs: resolve the source, load it, compact it, run its ONNX chain, cache it.
+
+The engine (:mod:`variants.serving.engine`) answers with what this module builds, as optimum-benchmark keeps a
+backend (how a model is made and run) apart from a scenario (what is measured with it). A
+:class:`VariantBuilder` keeps what several variants of one preset share while they load: resolved
+sources and torch models (dense and compacted), so six variants read a checkpoint once.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from variants.answering.qa import CALIBRATED_THRESHOLD
+from variants.answering.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads
+from variants.building.cache import ArtifactCache, cache_key
+from variants.building.sources import ResolvedSource, resolve
+from variants.core import spec as specs
+from variants.core.versions import artifact_versions
+
+log = logging.getLogger("variants.building.build")
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class BuiltVariant:
+    """What a spec builds into: a runnable model, its tokenizer, and what decoding must know of it."""
+
+    model: QAModel
+    tokenizer: object
+    artifact: Path | None  # the ONNX file, for ONNX variants
+    max_positions: int  # the longest window the model takes (its positions, its tokenizer's limit)
+    calibrated_threshold: float | None  # config.json's qa_null_threshold, None without
+
+
+class VariantBuilder:
+    """Builds (or reuses from the artifact cache) and loads the variants of one preset on one device."""
+
+    def __init__(self, device: str, cache_dir: Path | None = None) -> None:
+        self.device = device
+        self.cache_dir = cache_dir
+        self._sources: dict[str, ResolvedSource] = {}
+        self._torch: dict[tuple[str, bool], object] = {}
+
+    def remember(self, spec_source: str, source: ResolvedSource) -> None:
+        """Use ``source`` (e.g. an already checked Hub snapshot) for specs naming ``spec_source``."""
+        self._sources[spec_source] = source
+
+    def source(self, spec: specs.VariantSpec) -> ResolvedSource:
+        """The spec's source resolved to a local folder (once per source)."""
+        if spec.source not in self._sources:
+            self._sources[spec.source] = resolve(spec.source, spec.revision)
+        return self._sources[spec.source]
+
+    def release(self) -> None:
+        """Drop the torch copies kept for exports (the loaded variants keep what they run)."""
+        self._torch.clear()
+
+    def build(self, spec: specs.VariantSpec, progress: Progress) -> BuiltVariant:
+        """The spec's model and tokenizer, ready to answer (not yet warmed up)."""
+        from transformers import AutoConfig  # noqa: PLC0415
+
+        tokenizer = self.tokenizer(spec)
+        if not getattr(tokenizer, "is_fast", False):
+            raise RuntimeError(f"{spec.source} has no fast tokenizer; offsets into the context need one.")
+        compacted = "compact" in spec.steps
+        path: Path | None = None
+        if spec.backend == "torch":
+            model: QAModel = TorchQAModel(self.torch_model(spec, compacted), self.device)
+        else:
+            path = self.onnx_artifact(spec, tokenizer, progress)
+            model = OrtQAModel(path, self.device, threads=cpu_threads())
+        config = AutoConfig.from_pretrained(self.source(spec).path)
+        limit = min(getattr(config, "max_position_embeddings", 512), tokenizer.model_max_length)
+        calibrated = getattr(config, CALIBRATED_THRESHOLD, None)
+        return BuiltVariant(model, tokenizer, path, limit, None if calibrated is None else float(calibrated))
+
+    def tokenizer(self, spec: specs.VariantSpec):
+        from transformers import AutoTokenizer  # noqa: PLC0415
+
+        return AutoTokenizer.from_pretrained(self.source(spec).path, use_fast=True, trust_remote_code=False)
+
+    def torch_model(self, spec: specs.VariantSpec, compacted: bool):
+        """The source's torch model (compacted or not), loaded once and shared; a folder stored compacted
+        (:mod:`variants.building.storage`) loads in either form."""
+        # storage and prune import torch: loading the app's page must not wait for it
+        from variants.building import storage  # noqa: PLC0415
+        from variants.building.prune import compact  # noqa: PLC0415
+
+        key = (spec.source, compacted)
+        if key not in self._torch:
+            path = self.source(spec).path
+            dense = self._torch.get((spec.source, False))
+            if compacted and dense is not None and not storage.is_compact(path):
+                model = copy.deepcopy(dense)
+                log.info("%s: %s", spec.source, compact(model).summary())
+            else:
+                model = storage.load_qa_model(path, compacted=compacted)
+            self._torch[key] = model
+        return self._torch[key]
+
+    def onnx_artifact(self, spec: specs.VariantSpec, tokenizer, progress: Progress) -> Path:
+        """The cached ONNX file for ``spec``: :func:`variants.building.export.run_onnx_chain` with each step kept in
+        the artifact cache, keyed by the source, the steps so far, the target and the library versions."""
+
+        from variants.building import export  # noqa: PLC0415 - torch, ONNX and optimum, only when a graph is built
+
+        cache = ArtifactCache(self.cache_dir)
+        for_gpu = self.device.startswith("cuda")
+        compacted = "compact" in spec.steps
+
+        def store(done: tuple[str, ...], build: Callable[[Path], None]) -> Path:
+            steps = ["compact"] if compacted else []
+            steps += ["onnx" if step == "export" else step for step in done]  # "onnx": the keys' name for it
+            key = cache_key(
+                {
+                    "source": self.source(spec).identity,
+                    "steps": steps,
+                    "gpu": for_gpu,
+                    "versions": artifact_versions(),
+                    **{k: v for step in done for k, v in export.step_options(step, for_gpu).items()},
+                }
+            )
+            return cache.get_or_build(key, build)
+
+        def export_step(tmp: Path) -> None:
+            # A CPU copy: the shared torch model may already live on the GPU for another variant.
+            export.export_onnx(copy.deepcopy(self.torch_model(spec, compacted)).cpu(), tokenizer, tmp)
+
+        def step_progress(fraction: float, step: str) -> None:
+            progress(fraction, f"{spec.label}: {'onnx' if step == 'export' else step}")
+
+        return export.run_onnx_chain(export_step, spec.onnx_steps, for_gpu, store, step_progress)

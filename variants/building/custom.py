@@ -1,0 +1,230 @@
+"""A user's own Hub model as an extra variant, checked before any weights are downloaded.
+
+The checks, in order, each refusal with its own message (:class:`CustomModelRefused`):
+
+1. the id is a plain Hub id ``org/name``, never a path (:func:`check_model_id`);
+2. the Hub knows it (``HfApi().model_info(files_metadata=True)``; offline: the engine's offline message);
+3. its ``config.json``, fetched alone, names a ``*ForQuestionAnswering`` architecture of a BERT-family
+   ``model_type`` the engine runs, and needs no custom code (``trust_remote_code`` is never used);
+4. the files it would download weigh at most ``max_mb`` (default 500 MB, ``$VARIANTS_MAX_CUSTOM_MB``).
+
+Then the snapshot of exactly the checked commit is downloaded and loaded as the variant ``custom``
+(PyTorch FP32, one at a time per server: loading another replaces it). The feature is off unless
+switched on (:func:`custom_models_allowed`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from variants.building.sources import IGNORE_PATTERNS, SourceUnavailable, offline_message, resolve_hub
+from variants.core import config
+from variants.core import spec as specs
+
+CUSTOM_NAME = "custom"
+MAX_MB_ENV = config.MAX_CUSTOM_MB_ENV
+ALLOW_ENV = config.ALLOW_CUSTOM_ENV
+DEFAULT_MAX_MB = config.MAX_CUSTOM_MB
+MAX_CONFIG_BYTES = 1_000_000
+EXAMPLE_ID = "deepset/roberta-base-squad2"
+# BERT-family encoders whose QA heads, fast tokenizers and windows the engine handles like the presets'.
+SUPPORTED_MODEL_TYPES = (
+    "albert",
+    "bert",
+    "camembert",
+    "distilbert",
+    "electra",
+    "mobilebert",
+    "roberta",
+    "xlm-roberta",
+)
+_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"{_PART}/{_PART}")
+# When a repository has safetensors weights, its other weight formats are not downloaded.
+_OTHER_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt")
+
+Progress = Callable[[float, str], None]
+
+
+class CustomModelRefused(ValueError):
+    """A model id that will not be loaded; the message says why, in one sentence."""
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    """A Hub model that passed every check, pinned to the commit that was checked."""
+
+    model_id: str
+    revision: str
+    model_type: str
+    architecture: str
+    download_mb: float
+    extra_ignore: tuple[str, ...] = ()
+
+
+def custom_models_allowed(flag: bool = False, environ: Mapping[str, str] | None = None) -> bool:
+    """On with ``--allow-custom-models`` (not on a Space) or ``VARIANTS_ALLOW_CUSTOM_MODELS=1``; else off.
+
+    ``VARIANTS_ALLOW_CUSTOM_MODELS=0`` turns it off even with the flag.
+    """
+    setting = config.allow_custom_setting(environ)
+    if setting is not None:
+        return setting
+    return flag and not config.on_space(environ)
+
+
+def max_custom_mb(environ: Mapping[str, str] | None = None) -> float:
+    """``$VARIANTS_MAX_CUSTOM_MB`` or 500."""
+    return config.max_custom_mb(environ)
+
+
+def check_model_id(text: str) -> str:
+    """The id, stripped, if it is a plain Hub id ``org/name``; :class:`CustomModelRefused` otherwise."""
+    model_id = (text or "").strip()
+    if not model_id:
+        raise CustomModelRefused(f"Type a Hub model id, for example {EXAMPLE_ID}.")
+    looks_like_path = (
+        model_id.startswith(("/", ".", "~"))
+        or "\\" in model_id
+        or ":" in model_id
+        or model_id.count("/") > 1
+        or ".." in model_id
+    )
+    if looks_like_path:
+        raise CustomModelRefused("Only Hugging Face Hub model ids (org/name) can be loaded here, never file paths.")
+    if "/" not in model_id:
+        raise CustomModelRefused(f"Use the full Hub id org/name (for example {EXAMPLE_ID}).")
+    if not HUB_ID.fullmatch(model_id) or "--" in model_id:
+        raise CustomModelRefused(
+            "That is not a Hub model id: use org/name with letters, digits, '-', '_' and '.' (at most 96 each)."
+        )
+    return model_id
+
+
+def inspect_model(model_id: str, max_mb: float | None = None) -> CheckedModel:
+    """Every check before download (see the module docstring); only config.json is fetched."""
+    model_id = check_model_id(model_id)
+    max_mb = max_custom_mb() if max_mb is None else max_mb
+    info = _model_info(model_id)
+    revision = getattr(info, "sha", None) or "main"
+    siblings = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
+    config_file = siblings.get("config.json")
+    if config_file is None:
+        raise CustomModelRefused(f"{model_id} has no config.json: it is not a transformers model.")
+    if (config_file.size or 0) > MAX_CONFIG_BYTES:
+        raise CustomModelRefused(f"{model_id}'s config.json is implausibly large ({config_file.size:,} bytes).")
+    config = _fetch_config(model_id, revision)
+    model_type, architecture = _check_config(model_id, config)
+    extra_ignore = _OTHER_WEIGHTS if any(name.endswith(".safetensors") for name in siblings) else ()
+    total_mb = _download_mb(model_id, list(siblings.values()), extra_ignore)
+    if total_mb > max_mb:
+        raise CustomModelRefused(
+            f"{model_id} is too large to load here: its files are {total_mb:,.0f} MB, and at most {max_mb:,.0f} MB "
+            "are allowed."
+        )
+    return CheckedModel(model_id, revision, model_type, architecture, round(total_mb, 1), extra_ignore)
+
+
+def load_custom_variant(engine, model_id: str, max_mb: float | None = None, progress: Progress | None = None):
+    """Check ``model_id``, download the checked commit and load it into ``engine`` as the variant
+    ``custom`` (replacing the previous one); returns its :class:`~variants.serving.engine.LoadedVariant`, whose
+    ``error`` says why it failed to load if it did."""
+    progress = progress or (lambda _f, _m: None)
+    progress(0.0, "Checking the model id")
+    checked = inspect_model(model_id, max_mb)
+    progress(0.1, f"Downloading {checked.model_id} ({checked.download_mb:,.0f} MB)")
+    try:
+        source = resolve_hub(checked.model_id, checked.revision, checked.extra_ignore)
+    except SourceUnavailable as exc:
+        raise CustomModelRefused(str(exc)) from None
+    spec = specs.VariantSpec(
+        CUSTOM_NAME,
+        f"Your model: {checked.model_id}",
+        f"hub:{checked.model_id}",  # never looked up as a folder: the engine gets the resolved snapshot
+        (),
+        False,
+        f"{checked.architecture} ({checked.model_type}) from the Hub, commit {checked.revision[:10]}, in PyTorch.",
+        checked.revision,
+    )
+    progress(0.6, f"Loading {checked.model_id}")
+    return engine.add_variant(spec, source)
+
+
+# --- the Hub ---------------------------------------------------------------------------------------
+
+
+def _model_info(model_id: str) -> Any:
+    from huggingface_hub import HfApi  # noqa: PLC0415
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError, RevisionNotFoundError  # noqa: PLC0415
+
+    if config.hub_offline():
+        raise CustomModelRefused(offline_message(model_id, "HF_HUB_OFFLINE=1 is set"))
+    try:
+        return HfApi().model_info(model_id, files_metadata=True)
+    except HFValidationError:
+        raise CustomModelRefused(f"{model_id!r} is not a valid Hub model id.") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        raise CustomModelRefused(
+            f"The Hub has no public model {model_id} (it may be private or gated); check the id."
+        ) from None
+    except OSError as exc:  # no network: requests' and httpx's connection errors
+        raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
+
+
+def _fetch_config(model_id: str, revision: str) -> dict:
+    from huggingface_hub import hf_hub_download  # noqa: PLC0415
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
+
+    try:
+        path = hf_hub_download(model_id, "config.json", revision=revision)
+    except (EntryNotFoundError, RepositoryNotFoundError):
+        raise CustomModelRefused(f"{model_id} has no readable config.json.") from None
+    except OSError as exc:
+        raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        raise CustomModelRefused(f"{model_id}'s config.json is not valid JSON.") from None
+    if not isinstance(config, dict):
+        raise CustomModelRefused(f"{model_id}'s config.json is not a JSON object.")
+    return config
+
+
+def _check_config(model_id: str, config: dict) -> tuple[str, str]:
+    """(model_type, architecture) of a config the engine can run, or the reason it cannot."""
+    if config.get("auto_map"):
+        raise CustomModelRefused(
+            f"{model_id} needs its own Python code (auto_map, trust_remote_code), which is never run here."
+        )
+    architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    model_type = str(config.get("model_type") or "")
+    qa = [a for a in architectures if a.endswith("ForQuestionAnswering")]
+    if not qa:
+        kind = ", ".join(architectures) or model_type or "unknown"
+        raise CustomModelRefused(
+            f"{model_id} is not an extractive question-answering model (its architecture is {kind}); pick one "
+            f"fine-tuned for it, whose architecture ends in ForQuestionAnswering (e.g. {EXAMPLE_ID})."
+        )
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CustomModelRefused(
+            f"{model_id} is a {model_type or 'unknown'} model; the models supported here are "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}."
+        )
+    return model_type, qa[0]
+
+
+def _download_mb(model_id: str, siblings: list, extra_ignore: tuple[str, ...]) -> float:
+    """Megabytes of the files the snapshot will download (the same ignore patterns as the download)."""
+    from huggingface_hub.utils import filter_repo_objects  # noqa: PLC0415
+
+    files = list(
+        filter_repo_objects(siblings, ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore], key=lambda s: s.rfilename)
+    )
+    if any(getattr(f, "size", None) is None for f in files):
+        raise CustomModelRefused(f"The Hub did not report the file sizes of {model_id}, so it is not loaded.")
+    return sum(f.size for f in files) / 1e6

@@ -1,0 +1,95 @@
+"""Model sources: a local folder, or a Hugging Face Hub id resolved to a local snapshot.
+
+Without network (or with ``HF_HUB_OFFLINE=1``) a Hub id that is not in the local cache raises
+:class:`SourceUnavailable` with one sentence naming the model and how to supply a local copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from variants.building import replica
+from variants.building.cache import source_fingerprint
+from variants.core import config
+
+# Weights in other frameworks, and other exports, are never needed.
+IGNORE_PATTERNS = [
+    "*.h5",
+    "*.msgpack",
+    "*.ot",
+    "*.onnx",
+    "onnx/*",
+    "*.tflite",
+    "flax_model*",
+    "tf_model*",
+    "rust_model*",
+    "coreml/*",
+    "*.mlmodel",
+    "openvino/*",
+    "*.gguf",
+]
+
+
+class SourceUnavailable(RuntimeError):
+    """A model source that cannot be loaded; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source as a local folder, with an identity for cache keys."""
+
+    source: str
+    path: Path
+    identity: str  # "hub:<id>@<commit>" or "local:<folder fingerprint>"
+    is_local: bool
+
+
+def offline_message(source: str, reason: str) -> str:
+    """One sentence: the Hub cannot be reached for ``source``, and what to do instead."""
+    return (
+        f"The model {source!r} is not in the local Hugging Face cache and the Hub cannot be reached "
+        f"({reason}); download it where there is network (`hf download {source} --local-dir DIR`) "
+        "and pass that folder instead (for example --baseline DIR / --pruned DIR), or use the "
+        "offline preset `embedded`."
+    )
+
+
+def resolve(source: str, revision: str | None = None) -> ResolvedSource:
+    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder; a
+    ``replica:`` source built (or found) in the artifact cache."""
+    if source.startswith("replica:"):  # a random-weight model of a published shape (variants.building.replica)
+        folder, key = replica.cached_model(source)
+        return ResolvedSource(source, folder, key, True)
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise SourceUnavailable(f"The folder {str(folder)!r} has no config.json: it is not a model folder.")
+        return ResolvedSource(source, folder.resolve(), "local:" + source_fingerprint(folder), True)
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise SourceUnavailable(f"The folder {source!r} does not exist, and it is not a Hub model id.")
+    return resolve_hub(source, revision)
+
+
+def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[str, ...] = ()) -> ResolvedSource:
+    """A Hub id as a snapshot folder (never a local path: for ids typed by a user), skipping files that
+    match :data:`IGNORE_PATTERNS` or ``extra_ignore``."""
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
+
+    offline = config.hub_offline()
+    try:
+        path = snapshot_download(
+            source, revision=revision, ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore], local_files_only=offline
+        )
+    except HFValidationError as exc:
+        raise SourceUnavailable(f"{source!r} is neither an existing folder nor a valid Hub model id ({exc}).") from None
+    except RepositoryNotFoundError:
+        raise SourceUnavailable(f"The Hub has no model {source!r} (or it is private); check the id.") from None
+    except LocalEntryNotFoundError:
+        reason = "HF_HUB_OFFLINE=1 is set" if offline else "no network"
+        raise SourceUnavailable(offline_message(source, reason)) from None
+    except OSError as exc:  # connection errors surface as OSError subclasses (requests/httpx)
+        raise SourceUnavailable(offline_message(source, type(exc).__name__)) from None
+    path = Path(path)
+    return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)

@@ -1,0 +1,169 @@
+"""A pruned model stored compacted, sharing its teacher's embeddings: a quarter of the dense file, losslessly.
+
+The pruned model is shipped dense with zeros (45 MB in FP16) so that any tool loads it. Most of
+that is zeros and a copy of the baseline's embeddings (11.7M of 22.6M parameters) when training
+kept them frozen (``--freeze-embeddings``). This format keeps only what differs:
+
+* ``model.safetensors`` holds the compacted weights (removed heads and FFN neurons cut out) without
+  the embeddings;
+* ``compact.json`` holds the cut (removed heads and kept FFN neurons per layer, in the dense
+  model's indices) and, when shared, the folder whose ``model.safetensors`` has the embeddings,
+  relative to this one, with the SHA-256 of those tensors, so that a retrained baseline is caught
+  instead of silently changing the pruned model.
+
+:func:`load` gives the compacted model, or (``dense=True``) the dense-with-zeros model the
+``pruned-dense`` variant shows, bit-identical to the weights that were saved.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from variants.answering.qa import CALIBRATED_THRESHOLD
+from variants.building import prune as pruning
+from variants.building.prune import Cut, apply_cut
+
+LAYOUT = "compact.json"
+EMBEDDINGS = "embeddings."  # the prefix of embedding tensors below the base model's prefix
+
+
+def is_compact(folder: str | Path) -> bool:
+    return (Path(folder) / LAYOUT).is_file()
+
+
+def _embedding_keys(model: nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    prefix = f"{model.base_model_prefix}.{EMBEDDINGS}"
+    return sorted(k for k in state if k.startswith(prefix))
+
+
+def _digest(state: dict[str, torch.Tensor], keys: list[str]) -> str:
+    sha = hashlib.sha256()
+    for key in keys:
+        sha.update(key.encode())
+        sha.update(state[key].to(torch.float16).contiguous().view(torch.uint8).numpy().tobytes())
+    return sha.hexdigest()
+
+
+def save(
+    model: nn.Module,
+    heads: dict[int, list[int]],
+    kept: dict[int, torch.Tensor],
+    folder: str | Path,
+    share_embeddings_with: str | Path | None = None,
+) -> None:
+    """Write compacted ``model`` (cut by ``heads`` / ``kept``, dense indices) as FP16 into ``folder``.
+
+    With ``share_embeddings_with`` (a model folder holding the same embeddings, FP16 once rounded),
+    they are left out; saving refuses if they differ from that folder's.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
+    layout: dict = {
+        "heads_removed": {str(k): sorted(v) for k, v in heads.items() if v},
+        "ffn_kept": {str(k): torch.as_tensor(v).tolist() for k, v in kept.items()},
+    }
+    if share_embeddings_with is not None:
+        base = load_file(str(Path(share_embeddings_with) / "model.safetensors"))
+        keys = _embedding_keys(model, state)
+        digest = _digest(state, keys)
+        if _digest(base, keys) != digest:
+            raise ValueError(f"the embeddings differ from {share_embeddings_with}'s: they cannot be shared")
+        for key in keys:
+            del state[key]
+        relative = Path(os.path.relpath(Path(share_embeddings_with).resolve(), folder.resolve()))
+        layout["embeddings"] = {"from": relative.as_posix(), "sha256": digest}
+    config = copy.deepcopy(model.config)
+    config.pruned_heads = {}  # the cut is in compact.json, applied by load()
+    config.save_pretrained(folder)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / LAYOUT).write_text(json.dumps(layout, indent=2))
+
+
+def load(folder: str | Path, dense: bool = False) -> nn.Module:
+    """The model saved by :func:`save`: compacted, or dense with zeros where the cut removed structure."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    folder = Path(folder)
+    layout = json.loads((folder / LAYOUT).read_text())
+    config = AutoConfig.from_pretrained(folder)
+    model = AutoModelForQuestionAnswering.from_config(copy.deepcopy(config))  # the cut changes its config
+    cut = Cut({int(k): v for k, v in layout["heads_removed"].items()},
+              {int(k): torch.tensor(v) for k, v in layout["ffn_kept"].items()})  # fmt: skip
+    apply_cut(model, cut)
+    state = load_file(str(folder / "model.safetensors"))
+    if "embeddings" in layout:
+        base = load_file(str(folder / layout["embeddings"]["from"] / "model.safetensors"))
+        keys = _embedding_keys(model, base)
+        if _digest(base, keys) != layout["embeddings"]["sha256"]:
+            raise ValueError(f"{folder}: the embeddings in {layout['embeddings']['from']} changed since it was saved")
+        state.update({k: base[k].to(torch.float16) for k in keys})
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    if dense:
+        return pruning.expand_to_dense(model, AutoModelForQuestionAnswering.from_config(config), cut.kept).eval()
+    return model
+
+
+def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
+    """A question-answering model from a local folder in either format, FP32, in eval mode.
+
+    A folder written by :func:`save` loads through :func:`load`; any other through transformers
+    (``compacted`` then cuts its zeros out with :func:`variants.building.prune.compact`).
+    """
+    if is_compact(folder):
+        return load(folder, dense=not compacted).float()
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False).eval()
+    if compacted:
+        pruning.compact(model)
+    return model
+
+
+SHIPPED_FROM_RUN = ("README.md", "train_config.json", "recipes.json")
+
+
+def ship(run: str | Path, dest: str | Path) -> Path:
+    """Put a training run's compact store (``<run>/compact``) in ``dest`` with the run's card, its training
+    record and its calibrated null threshold; the shared embeddings' folder is named relative to ``dest``.
+
+    ``dest``'s old files go (it is a model folder, e.g. ``assets/models/minilm-squad2-pruned``). The result is
+    loaded back once, so a mismatch with the embeddings' folder fails here, not in the app.
+    """
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    run, dest = Path(run), Path(dest)
+    src = run / "compact"
+    layout = json.loads((src / LAYOUT).read_text())
+    if dest.exists():
+        for old in dest.iterdir():
+            if old.is_file():
+                old.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and f.name != LAYOUT:
+            shutil.copy2(f, dest / f.name)
+    for name in SHIPPED_FROM_RUN:
+        if (run / name).is_file():
+            shutil.copy2(run / name, dest / name)
+    if "embeddings" in layout:
+        shared = (src / layout["embeddings"]["from"]).resolve()
+        layout["embeddings"]["from"] = Path(os.path.relpath(shared, dest.resolve())).as_posix()
+    (dest / LAYOUT).write_text(json.dumps(layout, indent=2))
+    threshold = getattr(AutoConfig.from_pretrained(run), CALIBRATED_THRESHOLD, None)
+    if threshold is not None:
+        config = AutoConfig.from_pretrained(dest)
+        setattr(config, CALIBRATED_THRESHOLD, threshold)
+        config.save_pretrained(dest)
+    load(dest)
+    return dest

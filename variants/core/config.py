@@ -1,0 +1,182 @@
+"""Every setting of the engine in one place: the environment (``VARIANTS_*``) and the built-in defaults.
+
+The app, the command line and the engine read their settings here and nowhere else; flags
+(:mod:`variants.cli`) win over the variables, which win over the defaults. :data:`ENVIRONMENT` lists
+every variable. Nothing here imports model code."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+
+PRESET_ENV = "VARIANTS_PRESET"
+
+
+BASELINE_ENV = "VARIANTS_BASELINE"
+
+
+PRUNED_ENV = "VARIANTS_PRUNED"
+
+
+DEVICE_ENV = "VARIANTS_DEVICE"
+
+
+NAMES_ENV = "VARIANTS_NAMES"
+
+
+BATCHING_ENV = "VARIANTS_BATCHING"
+
+
+BATCH_WAIT_ENV = "VARIANTS_BATCH_WAIT_MS"
+
+
+MAX_BATCH_ENV = "VARIANTS_MAX_BATCH"
+
+
+MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
+
+
+CACHE_DIR_ENV = "VARIANTS_CACHE_DIR"
+
+
+THREADS_ENV = "VARIANTS_THREADS"
+
+
+ORT_SPIN_ENV = "VARIANTS_ORT_SPIN"
+
+
+CONCURRENCY_ENV = "VARIANTS_CONCURRENCY"
+
+
+MAX_QUEUE_ENV = "VARIANTS_MAX_QUEUE"
+
+
+RESULTS_ENV = "VARIANTS_RESULTS"
+
+
+ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
+
+
+MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
+
+
+ENVIRONMENT: dict[str, str] = {
+    PRESET_ENV: "preset to load (--preset)",
+    BASELINE_ENV: "Hub id or folder of the baseline model (--baseline)",
+    PRUNED_ENV: "Hub id or folder of the pruned model (--pruned)",
+    DEVICE_ENV: "auto, cpu or cuda[:N] (--device)",
+    NAMES_ENV: "comma-separated variants to load (--variants)",
+    BATCHING_ENV: "1: dynamic batching (--batching)",
+    BATCH_WAIT_ENV: "how long a request waits for others, ms (--batch-wait-ms)",
+    MAX_BATCH_ENV: "most requests in one batch (--max-batch)",
+    MAX_CONTEXT_ENV: "longest context accepted, characters (--max-context-chars)",
+    CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
+    THREADS_ENV: "threads per CPU inference session (default: all cores)",
+    ORT_SPIN_ENV: "ONNX Runtime threads: unset, spin within a run only; 0 never spin; 1 spin after runs too",
+    CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
+    MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
+    RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
+    ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
+    MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
+}
+
+
+MAX_CONTEXT_CHARS = 25_000  # default longest context, in characters
+
+
+MAX_CUSTOM_MB = 500  # default largest custom model download
+
+
+def env_text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value, stripped; None when unset or empty."""
+    value = (os.environ if environ is None else environ).get(name, "").strip()
+    return value or None
+
+
+def env_flag(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
+    """True for 1/true/yes/on, False for anything else set, None when unset."""
+    value = env_text(name, environ)
+    return None if value is None else value.lower() in ("1", "true", "yes", "on")
+
+
+def env_number(name: str, kind: type[int] | type[float], default, environ: Mapping[str, str] | None = None):
+    """The variable as ``kind`` (thousands separators allowed), else ``default``; a bad value names it."""
+    raw = env_text(name, environ)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a {'whole ' if kind is int else ''}number") from None
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, not {value}")
+    return value
+
+
+def on_space(environ: Mapping[str, str] | None = None) -> bool:
+    """Running on a Hugging Face Space (it sets ``SPACE_ID``)."""
+    return env_text("SPACE_ID", environ) is not None
+
+
+def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
+    """``HF_HUB_OFFLINE`` is on: read at call time, so tests and callers may change it after import."""
+    return bool(env_flag("HF_HUB_OFFLINE", environ))
+
+
+def max_context_chars() -> int:
+    """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
+    value = env_number(MAX_CONTEXT_ENV, int, MAX_CONTEXT_CHARS)
+    if value < 1:
+        raise ValueError(f"{MAX_CONTEXT_ENV} must be at least 1, not {value}")
+    return value
+
+
+def cache_dir() -> Path | None:
+    """``$VARIANTS_CACHE_DIR`` (expanded), or None for the cache's own default."""
+    value = env_text(CACHE_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def cpu_threads() -> int:
+    """Threads for CPU inference: ``$VARIANTS_THREADS``, or 0 for all cores."""
+    return env_number(THREADS_ENV, int, 0)
+
+
+def ort_spin() -> str:
+    """When ONNX Runtime's threads may spin (``VARIANTS_ORT_SPIN``): "run" (default), "never" (0) or "always" (1).
+
+    "run": busy-waiting between the parallel sections of one run (a sleeping thread takes tens of
+    microseconds to wake, and one BERT run has about a hundred sections), none after it, so an idle
+    session leaves the cores to the next variant and the next request.
+    """
+    flag = env_flag(ORT_SPIN_ENV)
+    return "run" if flag is None and env_text(ORT_SPIN_ENV) is None else ("always" if flag else "never")
+
+
+def results_dir() -> str | None:
+    """``$VARIANTS_RESULTS``: the app's folder of benchmark records (None: the engine's assets/results)."""
+    return env_text(RESULTS_ENV)
+
+
+def serving_defaults() -> dict[str, int]:
+    """The app's queue settings from the environment: model requests at once, and queue length."""
+    return {
+        "concurrency": env_number(CONCURRENCY_ENV, int, 1),
+        "max_queue": env_number(MAX_QUEUE_ENV, int, 32),
+    }
+
+
+def allow_custom_setting(environ: Mapping[str, str] | None = None) -> bool | None:
+    """``$VARIANTS_ALLOW_CUSTOM_MODELS`` as on/off, or None when unset."""
+    return env_flag(ALLOW_CUSTOM_ENV, environ)
+
+
+def max_custom_mb(environ: Mapping[str, str] | None = None) -> float:
+    """``$VARIANTS_MAX_CUSTOM_MB`` or :data:`MAX_CUSTOM_MB`."""
+    return float(env_number(MAX_CUSTOM_MB_ENV, float, MAX_CUSTOM_MB, environ))

@@ -1,0 +1,218 @@
+"""Variant specs and presets.
+
+A variant is a source model (Hub id or local folder), build steps, a backend and a device. A preset
+is the chain of variants made from one baseline and one pruned checkpoint:
+
+    baseline                 the fine-tuned model, PyTorch FP32
+    pruned-dense             the pruned checkpoint as stored (dense, zeros in place)
+    pruned                   the same with the zeros cut out (compaction)
+    pruned-onnx              -> ONNX (optimum-onnx export)
+    pruned-onnx-opt          -> ONNX Runtime graph optimization (fusions)
+    pruned-onnx-opt-fp16     -> FP16 (CUDA)    | pruned-onnx-opt-int8 -> INT8 dynamic quantization (CPU)
+
+The headline three are baseline, pruned and the last one; the rest show what each step buys.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+EMBEDDED_MODELS = ASSETS / "models"
+
+STEPS = ("compact", "onnx", "optimize", "fp16", "int8")
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """One variant: where its weights come from and how it is built and run."""
+
+    name: str
+    label: str
+    source: str
+    steps: tuple[str, ...] = ()
+    headline: bool = False
+    description: str = ""
+    revision: str | None = None
+    latency_only: bool = False  # random weights of a real shape: show latency, never accuracy
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.steps if s not in STEPS]
+        if unknown:
+            raise ValueError(f"unknown build step(s) {unknown} in variant {self.name!r}; known: {STEPS}")
+
+    @property
+    def backend(self) -> str:
+        return "onnxruntime" if "onnx" in self.steps else "torch"
+
+    @property
+    def onnx_steps(self) -> tuple[str, ...]:
+        return tuple(s for s in self.steps if s in ("optimize", "fp16", "int8"))
+
+
+@dataclass(frozen=True)
+class Family:
+    """The two checkpoints a preset is built from."""
+
+    name: str
+    baseline: str
+    pruned: str
+    description: str
+    latency_only: bool = False  # random weights (variants.building.replica): its answers and accuracy mean nothing
+
+
+FAMILIES = {
+    "bert-large": Family(
+        "bert-large",
+        baseline="madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2",
+        pruned="madlag/bert-large-uncased-wwm-squadv2-x2.63-f82.6-d16-hybrid-v1",
+        description="BERT-large (whole-word masking) on SQuAD v2 and its block-pruned hybrid version "
+        "(nn_pruning, stored dense with zeros), as in the published chain. Needs the Hub or local copies.",
+    ),
+    "embedded": Family(
+        "embedded",
+        baseline=str(EMBEDDED_MODELS / "minilm-squad2"),
+        pruned=str(EMBEDDED_MODELS / "minilm-squad2-pruned"),
+        description="MiniLM-L6-H384 fine-tuned on SQuAD v2 by this project, and its head- and "
+        "FFN-pruned, distilled version; shipped in assets/models so everything works offline.",
+    ),
+    "bert-large-replica": Family(
+        "bert-large-replica",
+        baseline="replica:bert-large",
+        pruned="replica:bert-large-x2.63",
+        description="BERT-large and the published x2.63 pruned structure (190 of 384 heads removed, 11,328 "
+        "of 98,304 FFN neurons kept) with random weights from a fixed seed, built locally: "
+        "random weights: latency only.",
+        latency_only=True,
+    ),
+}
+DEFAULT_PRESET = "bert-large"
+FALLBACK_PRESET = "embedded"
+
+
+def chain(family: Family, device: str) -> list[VariantSpec]:
+    """The published chain for ``family``; the last step is FP16 on CUDA and INT8 on the CPU."""
+    gpu = device.startswith("cuda")
+    last, last_label = ("fp16", "FP16") if gpu else ("int8", "INT8")
+    b, p = family.baseline, family.pruned
+    variants = [
+        VariantSpec(
+            "baseline", "Baseline (PyTorch FP32)", b, (), True, "The fine-tuned model as published, in PyTorch."
+        ),
+        VariantSpec(
+            "pruned-dense",
+            "Pruned, stored dense (PyTorch)",
+            p,
+            (),
+            False,
+            "The pruned checkpoint as stored: removed heads and FFN neurons are zeros, so it "
+            "does as much arithmetic as an unpruned model.",
+        ),
+        VariantSpec(
+            "pruned",
+            "Pruned (PyTorch, compacted)",
+            p,
+            ("compact",),
+            True,
+            "Zeroed heads and FFN neurons physically cut out of the pruned checkpoint.",
+        ),
+        VariantSpec(
+            "pruned-onnx",
+            "Pruned + ONNX",
+            p,
+            ("compact", "onnx"),
+            False,
+            "The compacted model exported to ONNX (optimum-onnx) and run by ONNX Runtime.",
+        ),
+        VariantSpec(
+            "pruned-onnx-opt",
+            "Pruned + ONNX + ORT-optimized",
+            p,
+            ("compact", "onnx", "optimize"),
+            False,
+            "ONNX Runtime's transformer graph optimizations: fused attention, LayerNorm and GELU.",
+        ),
+        VariantSpec(
+            f"pruned-onnx-opt-{last}",
+            f"Pruned + ONNX + ORT-optimized + {last_label}",
+            p,
+            ("compact", "onnx", "optimize", last),
+            True,
+            "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."
+            if gpu
+            else "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels.",
+        ),
+    ]
+    if family.latency_only:
+        variants = [replace(v, latency_only=True) for v in variants]
+    return variants
+
+
+def preset(name: str, device: str = "cpu", overrides: dict[str, str] | None = None) -> list[VariantSpec]:
+    """The variants of preset ``name`` for ``device``, with ``overrides`` ({"baseline"|"pruned": source})."""
+    if name not in FAMILIES:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(FAMILIES)}")
+    family = FAMILIES[name]
+    overrides = overrides or {}
+    unknown = set(overrides) - {"baseline", "pruned"}
+    if unknown:
+        raise ValueError(f"overrides take 'baseline' and 'pruned', not {sorted(unknown)}")
+    family = replace(
+        family, baseline=overrides.get("baseline") or family.baseline, pruned=overrides.get("pruned") or family.pruned
+    )
+    return chain(family, device)
+
+
+def load_config(path: str | Path) -> dict:
+    """A small config file (TOML or JSON): ``preset``, ``baseline``, ``pruned`` and optional ``variants``.
+
+    ``variants`` is a list of full specs ({name, label, source, steps, headline}) that replaces the
+    preset's chain, for users who want their own line-up.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    allowed = {"preset", "baseline", "pruned", "variants", "device"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return data
+
+
+def specs_from_config(data: dict, device: str) -> list[VariantSpec]:
+    """Variant specs from a loaded config (see :func:`load_config`)."""
+    if data.get("variants"):
+        return [
+            VariantSpec(
+                name=v["name"],
+                label=v.get("label", v["name"]),
+                source=v["source"],
+                steps=tuple(v.get("steps", ())),
+                headline=bool(v.get("headline", False)),
+                description=v.get("description", ""),
+                revision=v.get("revision"),
+            )
+            for v in data["variants"]
+        ]
+    overrides = {k: data[k] for k in ("baseline", "pruned") if data.get(k)}
+    return preset(data.get("preset", DEFAULT_PRESET), device, overrides)
+
+
+# Short plain names for charts and card titles (the chain's labels spell every step; these fit on one line).
+SHORT_LABELS = {
+    "baseline": "Baseline",
+    "pruned-dense": "Pruned, stored dense",
+    "pruned": "Pruned",
+    "pruned-onnx": "Pruned + ONNX",
+    "pruned-onnx-opt": "Pruned + ONNX, optimized",
+    "pruned-onnx-opt-int8": "Pruned + ONNX + INT8",
+    "pruned-onnx-opt-fp16": "Pruned + ONNX + FP16",
+}
+
+
+def short_label(name: str, label: str = "") -> str:
+    """A variant's short plain name: the chain's own, else its label, else its name."""
+    return SHORT_LABELS.get(name) or label or name

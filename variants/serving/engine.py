@@ -1,0 +1,491 @@
+"""Load a set of variants once and answer questions with all of them, each failure isolated.
+
+This is the engine's front door for the CLI, the benchmark and the app: ``load_engine`` picks the
+specs (falling back to the offline ``embedded`` preset when the Hub models cannot load), has
+:mod:`variants.building.build` build or reuse them, and ``Engine.ask_iter`` yields one :class:`VariantResult`
+per variant as each finishes. Building lives in :mod:`variants.building.build`; this module answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from variants.answering.qa import (
+    Answer,
+    DecodeSettings,
+    InputError,
+    NullThreshold,
+    answer_pairs,
+    parse_null_threshold,
+    resolve_null_threshold,
+    window_stride,
+    with_null_decision,
+)
+from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
+from variants.building.build import BuiltVariant, Progress, VariantBuilder
+from variants.building.sources import ResolvedSource, SourceUnavailable
+from variants.core import config
+from variants.core import spec as specs
+from variants.serving.batching import Batcher, BatchingConfig
+
+log = logging.getLogger("variants.serving.engine")
+
+MAX_CONTEXT_CHARS = config.MAX_CONTEXT_CHARS  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
+MAX_CONTEXT_ENV = config.MAX_CONTEXT_ENV
+MAX_QUESTION_CHARS = 1_000
+MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
+
+
+def default_max_context_chars() -> int:
+    """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
+    return config.max_context_chars()
+
+
+@dataclass
+class VariantResult:
+    """One variant's answer to one question, or the error that stopped it.
+
+    Timing: the question is answered ``repeats`` times (after one untimed call when ``repeats`` > 1);
+    ``latency_ms`` is the median of those runs (``latency_runs``, in order), with the fastest and slowest as the spread
+    (min/max rather than quartiles: with a handful of runs, quartiles are interpolations of 2 or 3 of
+    them). ``speedup`` is the baseline's median over this variant's median.
+    """
+
+    variant: str
+    label: str
+    answer: str = ""
+    score: float = 0.0
+    latency_ms: float | None = None  # median of latency_runs
+    latency_runs: list[float] = field(default_factory=list)
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    null_threshold: float = 0.0  # the threshold this answer was decided at
+    device: str = ""
+    provider: str = ""
+    dtype: str = ""
+    start: int = 0
+    end: int = 0
+    null_score: float = 0.0
+    guess: str = ""  # with no answer: the best span, which "no answer" beat
+    guess_start: int = 0
+    guess_end: int = 0
+    guess_score: float = 0.0  # the guess's probability
+    size_mb: float | None = None
+    parameters: int | None = None
+    speedup: float | None = None
+    error: str | None = None
+    latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LoadedVariant:
+    """A spec with its loaded model and tokenizer, or the error that stopped it loading."""
+
+    spec: specs.VariantSpec
+    model: QAModel | None = None
+    tokenizer: object = None
+    load_seconds: float = 0.0
+    error: str | None = None
+    artifact: Path | None = None
+    settings: DecodeSettings | None = None  # the engine's, with windows capped to what the model takes
+    calibrated_threshold: float | None = None  # the model's own (config.json qa_null_threshold), None without
+    batcher: Batcher | None = field(default=None, repr=False)  # with dynamic batching on
+
+    @property
+    def ok(self) -> bool:
+        return self.model is not None
+
+
+@dataclass
+class Engine:
+    """Loaded variants of one preset, shared by all requests (thread-safe).
+
+    With ``batching`` set, concurrent requests to one variant meet in its :class:`Batcher` and run as
+    one batch; call :meth:`close` (or use the engine as a context manager) to stop the batchers' threads.
+    """
+
+    specs: list[specs.VariantSpec]
+    device: str = "auto"
+    settings: DecodeSettings = field(default_factory=DecodeSettings)
+    cache_dir: Path | None = None
+    preset: str = ""
+    notice: str = ""  # e.g. the fallback to the embedded preset
+    max_context_chars: int = MAX_CONTEXT_CHARS
+    batching: BatchingConfig | None = None
+    variants: dict[str, LoadedVariant] = field(default_factory=dict)
+    # When to say "no answer" (see variants.answering.qa.NullThreshold): 0, transformers' pipeline rule, by default;
+    # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
+    null_threshold: NullThreshold = 0.0
+
+    def __post_init__(self) -> None:
+        self.device = resolve_device(self.device)
+        self.null_threshold = parse_null_threshold(self.null_threshold)
+        if self.max_context_chars < 1:
+            raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
+        self._builder = VariantBuilder(self.device, self.cache_dir)
+        self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def load(self, progress: Progress | None = None) -> Engine:
+        """Build (or reuse from cache) and load every variant; a failure stays on its variant."""
+        progress = progress or (lambda _f, _m: None)
+        share = 1 / max(1, len(self.specs))
+        with self._lock:
+            for i, spec in enumerate(self.specs):
+                progress(i * share, f"Loading {spec.label}")
+
+                def step_progress(fraction: float, message: str, base: float = i * share) -> None:
+                    progress(base + fraction * share, message)
+
+                loaded = self._load_variant(spec, step_progress)
+                self._start_batcher(loaded)
+                self.variants = {**self.variants, spec.name: loaded}
+            self._builder.release()  # torch copies kept only for exports
+        progress(1.0, "Ready")
+        return self
+
+    def _load_variant(self, spec: specs.VariantSpec, progress: Progress) -> LoadedVariant:
+        """One variant loaded and warmed up, or carrying the one-line error that stopped it."""
+        started = time.perf_counter()
+        loaded = LoadedVariant(spec)
+        try:
+            built = self._builder.build(spec, progress)
+            loaded.model, loaded.tokenizer, loaded.artifact = built.model, built.tokenizer, built.artifact
+            loaded.calibrated_threshold = built.calibrated_threshold
+            loaded.settings = self._settings_for(built)
+            loaded.model.warmup()
+        except Exception as exc:
+            loaded.model = None
+            loaded.error = _describe(exc)
+            log.warning("variant %s failed to load: %s", spec.name, loaded.error)
+            log.debug("traceback", exc_info=True)
+        loaded.load_seconds = time.perf_counter() - started
+        return loaded
+
+    def add_variant(
+        self, spec: specs.VariantSpec, source: ResolvedSource | None = None, progress: Progress | None = None
+    ) -> LoadedVariant:
+        """Load one more variant next to the others (replacing one of the same name); its error, if any,
+        stays on it. ``source`` is the already-resolved source (e.g. a checked Hub snapshot)."""
+        with self._lock:
+            if source is not None:
+                self._builder.remember(spec.source, source)
+            loaded = self._load_variant(spec, progress or (lambda _f, _m: None))
+            self._builder.release()
+            self._start_batcher(loaded)
+            old = self.variants.get(spec.name)
+            self.specs = [*(s for s in self.specs if s.name != spec.name), spec]
+            self.variants = {**self.variants, spec.name: loaded}  # one assignment: readers see old or new
+            if old is not None and old.batcher is not None:
+                old.batcher.close()
+        return loaded
+
+    def remove_variant(self, name: str) -> None:
+        """Unload a variant (requests already running on it finish)."""
+        with self._lock:
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        old = self.variants.get(name)
+        self.specs = [s for s in self.specs if s.name != name]
+        self.variants = {k: v for k, v in self.variants.items() if k != name}
+        if old is not None and old.batcher is not None:
+            old.batcher.close()
+
+    def settings_for(self, loaded: LoadedVariant) -> DecodeSettings:
+        """The decoding settings ``loaded`` answers with: its own (windows capped to its model), else the engine's."""
+        return loaded.settings or self.settings
+
+    def _start_batcher(self, loaded: LoadedVariant) -> None:
+        """With batching on, a batcher per loaded variant (one at a time for batch-sensitive models)."""
+        if self.batching is None or not loaded.ok:
+            return
+        model, tokenizer = loaded.model, loaded.tokenizer
+        settings = self.settings_for(loaded)
+        config = self.batching
+        if not model.batch_invariant:  # its answers depend on what shares the batch: never mix requests
+            config = BatchingConfig(max_wait_ms=0, max_batch_size=1)
+
+        def run(pairs: list[tuple[str, str]]) -> list[Answer]:
+            return answer_pairs(model, tokenizer, pairs, settings)
+
+        def same_windows(pair: tuple[str, str]) -> int:
+            return window_stride(tokenizer, [pair[0]], settings)
+
+        # Batches of many shapes leave the heap fragmented; give its free pages back whenever the worker idles.
+        loaded.batcher = Batcher(run, config, same_windows, loaded.spec.name, on_idle=release_free_memory)
+
+    def close(self) -> None:
+        """Stop the batchers' threads (requests already queued are answered first)."""
+        for loaded in self.loaded:
+            if loaded.batcher is not None:
+                loaded.batcher.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def batch_stats(self) -> dict[str, dict]:
+        """Per batched variant: requests, batches and the mean and largest batch so far."""
+        return {
+            v.spec.name: {
+                "requests": v.batcher.stats.requests,
+                "batches": v.batcher.stats.batches,
+                "mean_batch": round(v.batcher.stats.mean_batch, 2),
+                "largest": v.batcher.stats.largest,
+                "max_batch_size": v.batcher.config.max_batch_size,
+            }
+            for v in self.loaded
+            if v.batcher is not None
+        }
+
+    def source(self, spec: specs.VariantSpec) -> ResolvedSource:
+        """The spec's source resolved to a local folder (see :class:`variants.building.build.VariantBuilder`)."""
+        return self._builder.source(spec)
+
+    def _settings_for(self, built: BuiltVariant) -> DecodeSettings:
+        """The engine's settings for one variant: the window no longer than the model's positions allow,
+        and the null threshold the engine's mode means for this model."""
+        threshold = resolve_null_threshold(self.null_threshold, built.calibrated_threshold)
+        settings = replace(self.settings, null_threshold=threshold)
+        limit = built.max_positions
+        if settings.max_length <= limit:
+            return settings
+        return replace(settings, max_length=limit, stride=min(settings.stride, limit // 4))
+
+    def reference_model(self, name: str):
+        """The torch model whose arithmetic variant ``name`` runs (compacted for a compacted chain): for
+        counting its operations (:mod:`variants.benchmarking.profile`), whatever backend runs it."""
+        spec = next(s for s in self.specs if s.name == name)
+        return self._builder.torch_model(spec, "compact" in spec.steps)
+
+    # --- answering ----------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> list[LoadedVariant]:
+        return list(self.variants.values())
+
+    def check_input(self, question: str, context: str) -> None:
+        """Raise :class:`InputError` with a clear message for input no variant should run on."""
+        if not question or not question.strip():
+            raise InputError("Please type a question.", "question")
+        if not context or not context.strip():
+            raise InputError("Please paste a context: the passage the answer is taken from.", "context")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise InputError(
+                f"The question is too long ({len(question):,} characters; at most {MAX_QUESTION_CHARS:,}).",
+                "question",
+            )
+        if len(context) > self.max_context_chars:
+            raise InputError(
+                f"The context is too long ({len(context):,} characters; at most {self.max_context_chars:,}).",
+                "context",
+            )
+
+    def threshold_for(self, name: str, null_threshold: NullThreshold | None = None) -> float:
+        """The null threshold variant ``name`` decides at under ``null_threshold`` (None: the engine's mode)."""
+        mode = self.null_threshold if null_threshold is None else parse_null_threshold(null_threshold)
+        loaded = self.variants.get(name)
+        return resolve_null_threshold(mode, loaded.calibrated_threshold if loaded else None)
+
+    def calibrated_thresholds(self) -> dict[str, float | None]:
+        """Each loaded variant's calibrated null threshold (None for a model without one)."""
+        return {v.spec.name: v.calibrated_threshold for v in self.loaded}
+
+    def answer_one(
+        self,
+        name: str,
+        question: str,
+        context: str,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> VariantResult:
+        """One variant's answer with its latency (tokenize, run every window, decode).
+
+        With ``repeats`` > 1, one untimed call, then ``repeats`` timed ones (see :class:`VariantResult`).
+        The answer is decided at ``null_threshold`` (None: the engine's mode) from the decoded span.
+        """
+        if repeats < 1:
+            raise ValueError(f"repeats must be at least 1, not {repeats}")
+        loaded = self.variants.get(name)
+        if loaded is None:  # e.g. a user's model replaced meanwhile
+            return VariantResult(name, name, error="This variant is no longer loaded.")
+        spec = loaded.spec
+        result = VariantResult(
+            spec.name,
+            spec.label,
+            null_threshold=self.threshold_for(name, null_threshold),
+            latency_only=spec.latency_only,
+        )
+        if not loaded.ok:
+            result.error = loaded.error or "not loaded"
+            return result
+        model = loaded.model
+        result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
+        result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
+        batcher = loaded.batcher
+        settings = self.settings_for(loaded)
+
+        def run() -> Answer:
+            if batcher is not None:
+                return batcher.answer(question, context)
+            return answer_pairs(model, loaded.tokenizer, [(question, context)], settings)[0]
+
+        try:
+            if repeats > 1:  # untimed: the first call after another variant ran is slower
+                ans = run()  # (a single run, as the API serves, is not run twice)
+            for _ in range(repeats):
+                started = time.perf_counter()  # with batching, the wait for a batch counts too
+                ans = run()
+                result.latency_runs.append(round((time.perf_counter() - started) * 1000, 3))
+        except InputError:
+            raise
+        except Exception as exc:
+            result.error = _describe(exc)
+            log.warning("variant %s failed: %s", name, result.error)
+            log.debug("traceback", exc_info=True)
+            return result
+        _fill(result, with_null_decision(ans, result.null_threshold))
+        return result
+
+    def ask_iter(
+        self,
+        question: str,
+        context: str,
+        names: list[str] | None = None,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> Iterator[VariantResult]:
+        """Each variant's result as soon as it is ready (baseline first, for the speedups).
+
+        ``repeats``: timed runs per variant (after an untimed one when > 1); ``null_threshold``: a threshold mode
+        for this call (a number or "calibrated"; None: the engine's).
+        """
+        self.check_input(question, context)
+        names = names or [v.spec.name for v in self.loaded]
+        order = sorted(names, key=lambda n: n != "baseline")
+        baseline_ms: float | None = None
+        for name in order:
+            result = self.answer_one(name, question, context, repeats=repeats, null_threshold=null_threshold)
+            if name == "baseline":
+                baseline_ms = result.latency_ms
+            if baseline_ms and result.latency_ms:
+                result.speedup = baseline_ms / result.latency_ms
+            yield result
+
+    def ask(
+        self,
+        question: str,
+        context: str,
+        names: list[str] | None = None,
+        *,
+        repeats: int = 1,
+        null_threshold: NullThreshold | None = None,
+    ) -> list[VariantResult]:
+        return list(self.ask_iter(question, context, names, repeats=repeats, null_threshold=null_threshold))
+
+    def answer_pairs(self, name: str, pairs: list[tuple[str, str]]) -> list[Answer]:
+        """Batch answers from one variant (for the benchmark)."""
+        loaded = self.variants[name]
+        if not loaded.ok:
+            raise RuntimeError(f"{name} is not loaded: {loaded.error}")
+        return answer_pairs(loaded.model, loaded.tokenizer, pairs, self.settings_for(loaded))
+
+
+def _fill(result: VariantResult, ans: Answer) -> None:
+    result.answer, result.score = ans.text, round(ans.score, 4)
+    result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
+    result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
+    result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
+    runs = result.latency_runs
+    result.latency_ms = round(statistics.median(runs), 2) if runs else None
+    result.latency_min_ms = round(min(runs), 2) if runs else None
+    result.latency_max_ms = round(max(runs), 2) if runs else None
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line message for a card or a log; tracebacks go to the log only."""
+    if isinstance(exc, (SourceUnavailable, InputError)):
+        return _one_line(str(exc), 1000)
+    text = _one_line(str(exc))
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return f"Out of memory ({type(exc).__name__}): not enough memory for this variant; the others are unaffected."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def load_engine(
+    preset: str = specs.DEFAULT_PRESET,
+    device: str = "auto",
+    overrides: dict[str, str] | None = None,
+    variant_specs: list[specs.VariantSpec] | None = None,
+    fallback: bool = True,
+    cache_dir: Path | None = None,
+    settings: DecodeSettings | None = None,
+    names: list[str] | None = None,
+    progress: Progress | None = None,
+    max_context_chars: int | None = None,
+    batching: BatchingConfig | None = None,
+    null_threshold: NullThreshold = 0.0,
+) -> Engine:
+    """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load.
+
+    ``max_context_chars`` defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on
+    dynamic batching of concurrent requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when
+    to say "no answer" (0, the pipeline rule; a number; or "calibrated").
+    """
+    device = resolve_device(device)
+    limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
+    chosen = variant_specs or specs.preset(preset, device, overrides)
+    if names:
+        chosen = [s for s in chosen if s.name in names]
+    options = {
+        "device": device,
+        "settings": settings or DecodeSettings(),
+        "cache_dir": cache_dir,
+        "max_context_chars": max_context_chars or default_max_context_chars(),
+        "batching": batching,
+        "null_threshold": null_threshold,
+    }
+    engine = Engine(chosen, preset=preset, **options)
+    if fallback and preset != specs.FALLBACK_PRESET and not variant_specs:
+        problem = _first_unavailable(engine)
+        if problem:
+            log.warning("falling back to the embedded preset: %s", problem)
+            fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
+            if names:
+                fallback_specs = [s for s in fallback_specs if s.name in names]
+            engine = Engine(fallback_specs, preset=specs.FALLBACK_PRESET, **options)
+            engine.notice = (
+                f"The {preset} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
+                f"models are shown instead. {problem}"
+            )
+    return engine.load(progress)
+
+
+def _first_unavailable(engine: Engine) -> str | None:
+    for spec in engine.specs:
+        try:
+            engine.source(spec)
+        except SourceUnavailable as exc:
+            return str(exc)
+    return None

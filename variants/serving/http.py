@@ -1,0 +1,91 @@
+"""A lean HTTP route for one variant's answer, beside the Gradio app and without its queue.
+
+Gradio serves its API through an event queue (server-sent events, a worker per event), which is
+right for the UI but adds milliseconds to every call. Serving latency as the published chain
+measured it (FastAPI straight to the model) needs a plain route: ``POST /v1/answer`` answers with
+one variant through the engine (the one decoding path) and returns its answer and where it ran.
+FastAPI runs the (synchronous) handler in its thread pool; one lock lets one request at a time into
+the models, as the Gradio app's default concurrency does (a fast tokenizer is not safe to share between
+threads at once, and parallel runs on a few cores would distort each other's latency).
+
+    app = create_app(engine)                                   # standalone (uvicorn variants.serving.http:...)
+    demo.launch(..., app_kwargs={"routes": router(engine).routes})  # beside the Gradio app
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, FastAPI, HTTPException
+from pydantic import BaseModel, Field
+
+from variants.answering.qa import InputError
+
+if TYPE_CHECKING:
+    from variants.serving.engine import Engine
+
+PREFIX = "/v1"
+
+
+class AnswerRequest(BaseModel):
+    question: str
+    context: str
+    variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
+
+
+class AnswerResponse(BaseModel):
+    variant: str
+    answer: str
+    score: float
+    start: int
+    end: int
+    latency_ms: float | None = Field(None, description="the engine's time: tokenize, run, decode")
+    device: str
+    provider: str
+    dtype: str
+    latency_only: bool = Field(False, description="random weights: the answer means nothing")
+
+
+def default_variant(engine: Engine) -> str:
+    """The fastest headline variant of the chain (its last headline one), else the first loaded."""
+    headline = [v.spec.name for v in engine.loaded if v.ok and v.spec.headline]
+    loaded = [v.spec.name for v in engine.loaded if v.ok]
+    if not loaded:
+        raise HTTPException(503, "no variant is loaded")
+    return (headline or loaded)[-1]
+
+
+def router(engine: Engine) -> APIRouter:
+    """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``."""
+    api = APIRouter(prefix=PREFIX, tags=["variants"])
+    models = threading.Lock()
+
+    @api.get("/variants")
+    def variants() -> list[dict]:
+        return [{"name": v.spec.name, "label": v.spec.label, "ok": v.ok, "error": v.error} for v in engine.loaded]
+
+    @api.post("/answer", response_model=AnswerResponse)
+    def answer(request: AnswerRequest) -> AnswerResponse:
+        name = request.variant or default_variant(engine)
+        if name not in engine.variants:
+            raise HTTPException(404, f"no variant {name!r}; loaded: {sorted(engine.variants)}")
+        try:
+            engine.check_input(request.question, request.context)
+        except InputError as exc:
+            raise HTTPException(422, str(exc)) from None
+        with models:
+            result = engine.answer_one(name, request.question, request.context)
+        if result.error:
+            raise HTTPException(500, result.error)
+        fields = ("variant", "answer", "score", "start", "end", "latency_ms", "device", "provider", "dtype")
+        return AnswerResponse(**{k: getattr(result, k) for k in fields}, latency_only=result.latency_only)
+
+    return api
+
+
+def create_app(engine: Engine) -> FastAPI:
+    """A FastAPI app with only :func:`router` (no Gradio): for served-latency measurements."""
+    app = FastAPI(title="QA variants", docs_url=None, redoc_url=None)
+    app.include_router(router(engine))
+    return app

@@ -1,0 +1,240 @@
+"""Model cards: the README.md written beside a trained model (what it is, its accuracy on the evaluation
+file, the command that reproduces it, and for a pruned model the recipes compared)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from variants.building import prune as pruning
+from variants.training import recipes
+from variants.training.evaluation import evaluate_folder
+from variants.training.features import data_name
+from variants.training.settings import RECIPES, TrainConfig
+
+
+def recipe_defaults(cfg: dict) -> dict:
+    """What ``cfg``'s named recipe sets, over the built-in defaults: the flags it needs no more of."""
+    return {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
+
+
+def given_by_init(cfg: dict) -> tuple[str, ...]:
+    """Settings a run started from ``--init`` did not use (the cut came with the model): left out of its command,
+    which without ``--init`` makes that model first (recipe "refine"). A refine run that made its own starting
+    model (``<out>/oneshot``, one command) did use its cut settings: only ``init`` is left out then."""
+    if not cfg.get("init"):
+        return ()
+    if cfg.get("out") and Path(cfg["init"]) == Path(cfg["out"]) / "oneshot":
+        return ("init",)
+    return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples")
+
+
+def as_flag(name: str, value: object) -> str:
+    """A setting as typed on the command line: a switch alone ("--bf16"), any other with its value."""
+    return f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+
+
+def reproduce_command(cfg: dict) -> str:
+    """The command line that trains a model with configuration ``cfg`` (as saved)."""
+    defaults = recipe_defaults(cfg)
+    args = [f"python -m variants train {cfg['stage']}", f"--data {cfg['data']}", f"--out {cfg['out']}"]
+    args += [as_flag(k, v) for k, v in cfg.items()
+             if k not in ("stage", "data", "out", *given_by_init(cfg)) and v not in ("", None)
+             and (v != defaults.get(k) or (k == "recipe" and v != "oneshot"))]  # fmt: skip
+    return " \\\n  ".join(args)
+
+
+def _layer_targets(cfg: dict) -> str:
+    """How the card names the per-layer terms of a distilling recipe."""
+    if cfg.get("attention_weight"):
+        return "its hidden states and the attention distributions of the heads it kept, after every layer"
+    return "its hidden states after every layer"
+
+
+def _null_target(cfg: dict) -> str:
+    """How the card names the null-score term of a distilling recipe (``TrainConfig.null_loss``)."""
+    if cfg.get("null_loss") == "decision":
+        return 'its null decision (cross-entropy against its probability of "no answer", sigmoid of its null margin)'
+    return "its null margin ([CLS] against the best span)"
+
+
+def card(folder: str, data: str | None) -> dict:
+    """Evaluate a trained folder and write its model card."""
+    cfg = json.loads((Path(folder) / "train_config.json").read_text())["config"]
+    pruned = cfg["stage"] == "prune"
+    title = "MiniLM-L6-H384 SQuAD v2, pruned and distilled" if pruned else "MiniLM-L6-H384 fine-tuned on SQuAD v2"
+    summary = (
+        "The embedded demo family's pruned model: attention heads and FFN neurons of the fine-tuned model "
+        "scored by first-order importance on a calibration set, the lowest-scoring share removed, then recovered by "
+        "distillation from the fine-tuned model. Stored dense with the removed structure as zeros, like "
+        "nn_pruning checkpoints; `variants.building.prune.compact` cuts them out."
+        if pruned
+        else "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned for "
+        "extractive question answering on SQuAD v2, unanswerable questions included."
+    )
+    if pruned and cfg.get("recipe") == "gradual":
+        summary = summary.replace(
+            "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
+            f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
+            f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
+            f"between them: its start/end logits, {_layer_targets(cfg)} and {_null_target(cfg)}. "
+            "The embeddings stay the fine-tuned model's (`variants/training/distill.py`).",
+        )
+    if pruned and cfg.get("recipe") == "refine":
+        summary = summary.replace(
+            "then recovered by distillation from the fine-tuned model.",
+            'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
+            f"then refined for {cfg['epochs']:g} more epoch{'' if cfg['epochs'] == 1 else 's'} on its logits, "
+            f"{_layer_targets(cfg)} and "
+            f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
+            "(`variants/training/distill.py`), so the pair shares them on disk.",
+        )
+    if pruned and cfg.get("recipe", "oneshot") == "oneshot" and cfg.get("freeze_embeddings"):
+        summary = summary.replace(
+            "then recovered by distillation from the fine-tuned model.",
+            "then recovered by distillation from the fine-tuned model, with its embeddings kept frozen at the "
+            "fine-tuned model's, so the pair shares them on disk.",
+        )
+    compact = (Path(folder) / "compact").is_dir()  # shipped as the compact store (variants.building.storage)
+    if compact:  # not dense with zeros
+        summary = summary.replace(
+            " Stored dense with the removed structure as zeros, like nn_pruning checkpoints; "
+            "`variants.building.prune.compact` cuts them out.",
+            "",
+        )
+    if cfg.get("init"):
+        summary += (
+            f" Its refinement started from `{cfg['init']}` as that folder was then; the command below makes that "
+            "model first (in `<out>/oneshot`)."
+        )
+    if cfg.get("synthetic_unanswerable"):
+        summary += (
+            f" Training also saw unanswerable questions made by rule from {cfg['synthetic_unanswerable']:.0%} of the "
+            "answerable ones (`variants/training/augment.py`: entity swaps, antonyms, other paragraphs of the article)."
+        )
+    if cfg.get("short_contexts"):
+        summary += (
+            f" Training also saw {cfg['short_contexts']:.0%} of the answerable questions again with only the sentence "
+            "that holds the answer as context (`variants/training/augment.py`)."
+        )
+    if pruned and cfg.get("teacher_inputs"):
+        stage = "The refinement" if cfg.get("recipe") == "refine" else "Distillation"
+        summary += (
+            f" {stage} also saw unlabelled question-paragraph pairs (up to {cfg['teacher_inputs']:g} per training "
+            "example, rule-made unanswerable ones included), labelled by the fine-tuned model alone "
+            "(`variants/training/augment.py`: the paragraph's sentences shuffled, one word of the question replaced "
+            "by a word of the paragraph or dropped, the question put to another paragraph of its article)."
+        )
+    command = reproduce_command(cfg)
+    if compact:  # evaluate the run, then copy its store
+        command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
+        command += f"\npython -m variants train ship --out {cfg['out']} --to {cfg['teacher']}-pruned"
+    scores = write_card(folder, data, title, summary, command)
+    print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
+    return scores
+
+
+def recipe_name(cfg: dict) -> str:
+    """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
+    defaults = recipe_defaults(cfg)
+    ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit", *given_by_init(cfg)}
+    flags = [as_flag(k, v) for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
+    return " ".join([cfg.get("recipe") or "oneshot", *flags])
+
+
+def recipes_section(folder: Path, record: dict, command: str) -> str:
+    """This pruned model's row among the recipes compared in ``recipes.json``, measured now, and the table."""
+
+    cfg = record["config"]
+    speed = recipes.speedup_at_384(folder, cfg["teacher"])
+    if recipes.measured_busy(speed):
+        print(f"warning: the speed pairs spread {speed['speedup_iqr']} around {speed['speedup']}x: the CPU was "
+              "busy: an earlier idle measurement of this recipe is kept, else run `train card` again on an idle CPU",
+              file=sys.stderr, flush=True)  # fmt: skip
+    rows = recipes.update(folder, recipes.row_for(record, recipe_name(cfg), command, speed))
+    teacher = Path(cfg["teacher"]) / "train_config.json"
+    base = json.loads(teacher.read_text()).get("evaluation") if teacher.is_file() else None
+    baseline = None
+    if base:  # the teacher's card: threshold 0 and its best F1, as the rows have them
+        baseline = {k: base[f"{k}_at_zero"] for k in ("f1", "has_ans_f1", "no_ans_f1")} | {"best_f1": base["best_f1"]}
+    return (
+        "\n## Recipes compared\n\nThe same teacher and training file; `dev.json` at threshold 0, best F1 its upper "
+        "bound; speed: the compacted model against the teacher, PyTorch, batch 1, median forward pass at 384 "
+        "tokens on the CPU named (`variants/training/recipes.py`). Rows measured before this one keep their own "
+        "numbers (`recipes.json`).\n\n" + recipes.table(rows, baseline) + "\n"
+    )
+
+
+CARD = Path(__file__).with_name("model_card.md")  # the template, filled by write_card
+
+
+def stored_parameters(folder: Path) -> int:
+    """Parameters in a folder's ``model.safetensors``."""
+    from safetensors.torch import load_file  # noqa: PLC0415
+
+    return sum(t.numel() for t in load_file(str(folder / "model.safetensors")).values())
+
+
+def write_card(folder: str | Path, data: str | Path | None, title: str, summary: str, command: str) -> dict:
+    """Evaluate ``folder`` on ``data`` (None: reuse the stored evaluation) and write its model card."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    folder = Path(folder)
+    record = json.loads((folder / "train_config.json").read_text())
+    config = AutoConfig.from_pretrained(folder)
+    pruned = "heads_removed" in record
+    if data is not None:
+        scores, seconds = evaluate_folder(folder, data, compact=pruned)
+        record["evaluation"] = {"data": str(Path(data).name), "seconds": round(seconds, 1), **scores}
+        (folder / "train_config.json").write_text(json.dumps(record, indent=2))
+    scores = {k: v for k, v in record["evaluation"].items() if k not in ("data", "seconds")}
+    cfg = record["config"]
+    heads_removed = sum(len(v) for v in record.get("heads_removed", {}).values())
+    ffn = record.get("ffn_kept", {})
+    hw = record["hardware"]
+    calib = record.get("calibration")
+    held = " and ".join(record.get("holdout_titles") or [])
+    compact = (folder / "compact" / "compact.json").is_file()
+    stored_as = (
+        "compacted FP16 safetensors without the embeddings, which stay the fine-tuned model's and are read from its "
+        "folder (`compact.json` names it, with their SHA-256); load with "
+        "`variants.building.storage.load_qa_model(dir)` (`compacted=True` for the compacted form)"
+        if compact
+        else "FP16 safetensors (load as FP32: "
+        "`AutoModelForQuestionAnswering.from_pretrained(dir, dtype=torch.float32)`)"
+    )
+    text = CARD.read_text().format(
+        stored_as=stored_as,
+        recipes=recipes_section(folder, record, command) if pruned else "",
+        training_data=f"`train.json` less the articles {held}, held out to calibrate on" if held else "`train.json`",
+        calibration=(f"{held} of `train.json`: {calib['questions']} questions, {calib['unanswerable']} "
+                     f"unanswerable, F1 {calib['f1']:.2f} there at this threshold, {calib['f1_at_zero']:.2f} at 0")
+        if calib else "none: threshold 0",
+        title=title,
+        summary=summary,
+        base_model="sentence-transformers/all-MiniLM-L6-v2",
+        layers=config.num_hidden_layers,
+        hidden=config.hidden_size,
+        heads=config.num_attention_heads,
+        pruning=(f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
+                 f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values()):,} of "
+                 f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed"
+                 + ("" if compact else " (stored as zeros)"))
+        if pruned else "",
+        parameters=pruning.count_parameters(AutoModelForQuestionAnswering.from_config(config)),
+        as_stored="as trained (dense, removed structure as zeros)" if compact else "as stored",
+        compacted=(f"; {record['parameters_compacted']:,} after compaction" if pruned else "")
+        + (f", {stored_parameters(folder / 'compact'):,} of them stored in this folder" if compact else ""),
+        minutes=record["training_seconds"] / 60,
+        hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else "")
+        + (", BF16 autocast" if cfg.get("bf16") else "")
+        + (f", after {record['init_training_seconds'] / 60:.0f} min for the model it started from "
+           f"({record['init_hardware'].get('cpu')})" if record.get("init_hardware") else ""),
+        command=command,
+        hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out",)}, indent=2),
+        **{k: (v if v is not None else float("nan")) for k, v in scores.items()},
+    )  # fmt: skip
+    (folder / "README.md").write_text(text)
+    return scores

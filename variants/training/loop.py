@@ -1,0 +1,215 @@
+"""The training loop shared by every stage: losses (gold spans, the teacher's logits), the optimizer and
+schedule, interruptible steps with checkpoints, and saving a trained model with its record."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from variants.core.hardware import current_hardware
+from variants.core.squad import data_files
+from variants.training.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
+from variants.training.features import UNLABELLED, _sha256, collate, data_name, length_grouped_batches
+from variants.training.settings import TrainConfig
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def qa_loss(start: torch.Tensor, end: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of the gold start and end over the batch's labelled features (zero when it has none)."""
+    labelled = batch["start_positions"] != UNLABELLED
+    if not labelled.any():
+        return start.sum() * 0.0
+    ce = nn.functional.cross_entropy
+    gold_start, gold_end = batch["start_positions"][labelled], batch["end_positions"][labelled]
+    return (ce(start[labelled], gold_start) + ce(end[labelled], gold_end)) / 2
+
+
+def distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    log_p = nn.functional.log_softmax(student / temperature, dim=-1)
+    q = nn.functional.softmax(teacher / temperature, dim=-1)
+    return nn.functional.kl_div(log_p, q, reduction="batchmean") * temperature**2
+
+
+def masked_logits(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP32 start/end logits with padding pushed to -1e4 so no probability lands there."""
+    pad = (batch["attention_mask"] == 0) * -1e4
+    return out.start_logits.float() + pad, out.end_logits.float() + pad
+
+
+def autocast(enabled: bool) -> torch.autocast:
+    """BF16 autocast on the CPU when ``enabled``: matmuls in BF16, weights, losses and optimizer in FP32."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
+@torch.no_grad()
+def teacher_logits(
+    teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool = False
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The teacher's start/end logits for every feature, computed once for all epochs."""
+    teacher.eval()
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    result: list = [None] * len(features)
+    for i in range(0, len(order), batch_size):
+        idx = order[i : i + batch_size]
+        batch = collate(features, idx)
+        with autocast(bf16):
+            out = teacher(**{k: v for k, v in batch.items() if "positions" not in k})
+        start, end = masked_logits(out, batch)
+        for row, j in enumerate(idx):
+            n = len(features[j]["input_ids"])
+            result[j] = (start[row, :n].clone(), end[row, :n].clone())
+    return result
+
+
+def pad_teacher(logits: list, idx: list[int], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    start = torch.full((len(idx), width), -1e4)
+    end = torch.full((len(idx), width), -1e4)
+    for row, j in enumerate(idx):
+        s, e = logits[j]
+        start[row, : len(s)] = s
+        end[row, : len(e)] = e
+    return start, end
+
+
+LossFn = Callable[[nn.Module, dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]]
+
+
+def logits_loss(cfg: TrainConfig, teacher: list | None = None) -> LossFn:
+    """The usual QA loss, mixed (``alpha``) with KL to precomputed teacher logits when ``teacher`` is given."""
+
+    def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
+        with autocast(cfg.bf16):
+            out = model(**{k: v for k, v in batch.items() if "positions" not in k})
+        start, end = masked_logits(out, batch)
+        loss = qa_loss(start, end, batch)
+        if teacher is None:
+            return loss, {}
+        t_start, t_end = pad_teacher(teacher, idx, start.shape[1])
+        kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
+        return cfg.alpha * loss + (1 - cfg.alpha) * kd, {}
+
+    return loss_fn
+
+
+def optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, object]:
+    """AdamW over the trainable parameters (no decay on biases and LayerNorm), linear warm-up and decay."""
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for n, p in named if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in named if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr)
+    warm = int(cfg.warmup * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm))
+    )
+    return opt, sched
+
+
+def train_loop(
+    model: nn.Module,
+    features: list[dict],
+    cfg: TrainConfig,
+    teacher: list | None = None,
+    loss_fn: LossFn | None = None,
+    checkpoint: Checkpointer | None = None,
+    resumed: dict | None = None,
+    tag: dict | None = None,
+) -> list[dict]:
+    """AdamW with linear warm-up and decay over length-grouped batches; returns the loss log.
+
+    With ``checkpoint``, the loop saves its whole state (plus ``tag``, what the caller needs to
+    rebuild ``model``'s shape) every ``checkpoint.every_s`` seconds and at the end, and stops with
+    :class:`Interrupted` when asked to; ``resumed`` (a loaded checkpoint) continues from there with
+    the same data order and dropout draws as an uninterrupted run.
+    """
+    loss_fn = loss_fn or logits_loss(cfg, teacher)
+    rng = random.Random(cfg.seed)
+    lengths = [len(f["input_ids"]) for f in features]
+    total = max(1, int(math.ceil(len(features) / cfg.batch_size) * cfg.epochs))
+    opt, sched = optimizer(model, cfg, total)
+    step, pos, elapsed, running, log = 0, 0, 0.0, {"loss": 0.0}, []
+    epoch_rng = rng.getstate()
+    if resumed is not None:
+        model.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        sched.load_state_dict(resumed["scheduler"])
+        set_rng_state(resumed["rng"])
+        step, pos, epoch_rng = resumed["step"], resumed["batch_in_epoch"], resumed["epoch_rng"]
+        elapsed, running, log = resumed["elapsed_s"], resumed["running"], resumed["log"]
+    rng.setstate(epoch_rng)
+    batches = length_grouped_batches(lengths, cfg.batch_size, rng)
+    started = time.time() - elapsed
+
+    def state() -> dict:
+        return {**(tag or {}), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(), "rng": rng_state(), "step": step, "batch_in_epoch": pos,
+                "epoch_rng": epoch_rng, "elapsed_s": time.time() - started, "running": running, "log": log}  # fmt: skip
+
+    model.train()
+    while step < total:
+        if pos == len(batches):  # a new epoch: a new shuffle
+            epoch_rng = rng.getstate()
+            batches, pos = length_grouped_batches(lengths, cfg.batch_size, rng), 0
+        idx = batches[pos]
+        pos += 1
+        loss, parts = loss_fn(model, collate(features, idx), idx)
+        loss.backward()
+        nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        for key, value in {"loss": loss.item(), **parts}.items():
+            running[key] = running.get(key, 0.0) + value
+        if step % 50 == 0 or step == total:
+            count = 50 if step % 50 == 0 else step % 50 or 1
+            entry = {"step": step, "of": total, **{k: v / count for k, v in running.items()},
+                     "lr": sched.get_last_lr()[0], "elapsed_s": round(time.time() - started, 1)}  # fmt: skip
+            log.append(entry)
+            print(json.dumps(entry), flush=True)
+            running = {"loss": 0.0}
+        if checkpoint is not None:
+            save_now, stop = checkpoint.after_step()
+            if save_now or step == total:
+                checkpoint.save(state())
+            if stop and step < total:
+                raise Interrupted(f"stopped at step {step} of {total}; checkpoint in {checkpoint.folder}")
+    return log
+
+
+def save(
+    model: nn.Module, tokenizer, cfg: TrainConfig, log: list[dict], seconds: float, extra: dict | None = None
+) -> None:
+    """FP16 safetensors (half the size; the engine loads them as FP32), tokenizer, config, log."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    record = {
+        "config": {**asdict(cfg), "data": data_name(cfg.data)},
+        "data_sha256": _sha256(cfg.data) if data_files(cfg.data) else None,
+        "training_seconds": round(seconds, 1),
+        "hardware": {
+            "cpu": current_hardware()["cpu"],
+            "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        },
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "log": log,
+        **(extra or {}),
+    }
+    (out / "train_config.json").write_text(json.dumps(record, indent=2))

@@ -1,0 +1,152 @@
+"""The two stages every recipe starts from: ``finetune`` (the baseline, from the pretrained base) and the
+one-shot prune (one cut by first-order importance, then distillation from the fine-tuned teacher).
+
+The pruned model is saved dense with zeros, like the published nn_pruning checkpoints, so the engine's
+compaction (:func:`variants.building.prune.compact`) applies to it as to them."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from variants.building import prune as pruning
+from variants.building import storage
+from variants.building.prune import Cut, apply_cut
+from variants.training.augment import teacher_only_pairs
+from variants.training.checkpoint import Checkpointer
+from variants.training.features import (
+    build_train_features,
+    calibration_pool,
+    collate,
+    load_examples,
+    long_context_features,
+    short_context_features,
+)
+from variants.training.loop import save, set_seed, teacher_logits, train_loop
+from variants.training.settings import TrainConfig, resolve_base
+
+
+def finetune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: PLC0415
+
+    set_seed(cfg.seed)
+    base = resolve_base(cfg.base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
+    examples, held_out = load_examples(cfg)
+    features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    features += short_context_features(tokenizer, examples, cfg)
+    features += long_context_features(tokenizer, examples, cfg)
+    print(f"{len(features)} training features; held out: {held_out}", flush=True)
+    started = time.time()
+    resumed = checkpoint.load() if checkpoint else None
+    log = train_loop(model, features, cfg, checkpoint=checkpoint, resumed=resumed)
+    seconds = checkpoint.elapsed() if checkpoint else time.time() - started
+    save(model, tokenizer, cfg, log, seconds, {"holdout_titles": held_out})
+
+
+def prune_inputs(cfg: TrainConfig):
+    """The teacher's tokenizer, the training features, and the held-out titles of a prune stage.
+
+    The teacher's held-out articles stay held out: calibration must not see distilled questions.
+    ``teacher_inputs`` adds unlabelled pairs made from the training examples, rule-made unanswerable ones included
+    (:func:`teacher_only_pairs`).
+    """
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.teacher)
+    teacher_record = Path(cfg.teacher) / "train_config.json"
+    held = json.loads(teacher_record.read_text()).get("holdout_titles") if teacher_record.is_file() else None
+    examples, held_out = load_examples(cfg, held)
+    features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
+    features += short_context_features(tokenizer, examples, cfg)
+    features += long_context_features(tokenizer, examples, cfg)
+    extra = teacher_only_pairs(examples, cfg.teacher_inputs, cfg.seed) if cfg.teacher_inputs else []
+    if extra:
+        features += build_train_features(tokenizer, extra, cfg.max_length, cfg.stride, labelled=False)
+    print(f"{len(features)} training features ({len(extra)} pairs for the teacher only); held out: {held_out}",
+          flush=True)  # fmt: skip
+    return tokenizer, features, held_out
+
+
+def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> pruning.Importance:
+    """First-order importance on a seeded calibration subset of :func:`calibration_pool`."""
+    labelled = calibration_pool(features)
+    calib = random.Random(cfg.seed).sample(labelled, min(cfg.calib_examples, len(labelled)))
+    return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
+
+
+def cut_record(student: nn.Module, cut: Cut) -> dict:
+    """What a prune stage removed, as train_config.json keeps it."""
+    return {
+        "heads_removed": {str(k): v for k, v in cut.heads.items() if v},
+        "ffn_kept": {str(k): len(v) for k, v in cut.kept.items()},
+        "parameters_compacted": pruning.count_parameters(student),
+    }
+
+
+def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
+    """One cut by first-order importance, then distillation on the teacher's logits (recipe "oneshot")."""
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    set_seed(cfg.seed)
+    started = time.time()
+    tokenizer, features, held_out = prune_inputs(cfg)
+    resumed = checkpoint.load() if checkpoint else None
+    if resumed is None:
+        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+        importance = importance_on(scorer, features, cfg)
+        del scorer
+        cut = Cut(pruning.select_heads(importance.heads, cfg.head_share, cfg.min_heads),
+                  pruning.select_neurons(importance.neurons, cfg.ffn_share, cfg.min_neurons))  # fmt: skip
+    else:
+        cut = resumed["cut"]
+    student = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    dense_template = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    apply_cut(student, cut)
+    if cfg.freeze_embeddings:
+        student.base_model.embeddings.requires_grad_(False)
+    print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}", flush=True)
+
+    teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    soft = teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
+    del teacher
+    log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag={"cut": cut})
+    seconds = checkpoint.elapsed() if checkpoint else time.time() - started
+    extra = {**cut_record(student, cut), "holdout_titles": held_out}
+    save_pruned(student, dense_template, cut, tokenizer, cfg, log, seconds, extra)
+
+
+def save_pruned(
+    student: nn.Module,
+    dense_template: nn.Module,
+    cut: Cut,
+    tokenizer,
+    cfg: TrainConfig,
+    log: list[dict],
+    seconds: float,
+    extra: dict,
+) -> None:
+    """A pruned student as :func:`save` writes it (dense, zeros where it was cut) and, when its embeddings stayed
+    the teacher's, also compacted in :mod:`variants.building.storage`'s format without them (``<out>/compact``)."""
+
+    save(pruning.expand_to_dense(student, dense_template, cut.kept), tokenizer, cfg, log, seconds, extra)
+    if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
+        compact = Path(cfg.out) / "compact"
+        storage.save(student, cut.heads, cut.kept, compact, share_embeddings_with=cfg.teacher)
+        tokenizer.save_pretrained(compact)
+
+
+def init_training(init: str) -> dict:
+    """For a run started from ``--init``: that model's training time (its own start's included) and hardware."""
+    record_path = Path(init) / "train_config.json"
+    if not init or not record_path.is_file():
+        return {}
+    first = json.loads(record_path.read_text())
+    return {"init_training_seconds": first["training_seconds"] + first.get("init_training_seconds", 0),
+            "init_hardware": first["hardware"]}  # fmt: skip
