@@ -412,8 +412,8 @@ def test_pick_record_tells_cpu_generations_apart():
 def test_current_hardware_and_slugs():
     hw = hardware.current_hardware()
     assert {"cpu", "cores", "memory_gb", "gpu", "gpu_count", "cpu_slug"} <= set(hw)
-    assert results.slugify("Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz") == "intel-xeon-platinum-8480c"
-    assert results.slugify("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert hardware.slugify("Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz") == "intel-xeon-platinum-8480c"
+    assert hardware.slugify("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert hardware.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cuda:0") == "g"
     assert hardware.hardware_slug({"cpu_slug": "c", "gpu_slug": "g"}, "cpu") == "c"
 
