@@ -7,9 +7,9 @@ import inspect
 
 import pytest
 import torch
-from conftest import PRUNED_HEADS, PRUNED_NEURONS, zero_out
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
+from conftest import PRUNED_HEADS, PRUNED_NEURONS, zero_out
 from variants.building import prune
 
 

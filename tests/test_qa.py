@@ -7,6 +7,7 @@ import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
 from variants.answering.qa import (
+    WINDOW_RULES,
     DecodeSettings,
     InputError,
     answer,
@@ -151,7 +152,10 @@ def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_le
         )
         assert ours.text == theirs["answer"]
         assert (ours.start, ours.end) == (theirs["start"], theirs["end"])
-        assert ours.score == pytest.approx(theirs["score"], abs=1e-5)
+        # the pipeline's score is what it ranks by (a sum over windows, which can pass 1); ours ranks the same
+        # way and shows one window's probability
+        assert (ours.ranked_score if ours.text else ours.score) == pytest.approx(theirs["score"], abs=1e-5)
+        assert 0.0 <= ours.score <= 1.0
 
 
 def test_bad_input_gives_clear_messages(tokenizer):
@@ -169,3 +173,65 @@ def test_unicode_emoji_and_rtl_text_do_not_break_offsets(tokenizer):
     context = "Ünïcödé 🙂 text — مرحبا بالعالم — the capital is paris ."
     ans = answer(KeywordModel(tokenizer.convert_tokens_to_ids("paris")), tokenizer, "où ?", context)
     assert ans.text == "paris" and context[ans.start : ans.end] == "paris"
+
+
+class WindowedModel:
+    """Logits by token: ``decoy`` everywhere it appears, ``answer`` higher; [CLS] high in windows without
+    the answer token (``null_elsewhere``) and low in the window that holds it."""
+
+    input_names = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, decoy: int, answer: int, decoy_logit: float, null_elsewhere: float) -> None:
+        self.decoy, self.answer, self.decoy_logit, self.null_elsewhere = decoy, answer, decoy_logit, null_elsewhere
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        ids = inputs["input_ids"]
+        logits = np.where(ids == self.decoy, self.decoy_logit, 0.0) + np.where(ids == self.answer, 9.0, 0.0)
+        has_answer = (ids == self.answer).any(axis=1)
+        logits[:, 0] = np.where(has_answer, -2.0, self.null_elsewhere)
+        return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+
+def test_window_rules_differ_where_a_name_repeats_over_windows(tokenizer):
+    """A name in every window against the one window with the answer: the pipeline's sum crowns the
+    repeated name with a summed score above 1; the best single window finds the answer; what is shown
+    is a probability either way."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    quiet = "the people of the city built it in the first year . " * 4  # no "rome": the last window's own
+    context = FILLER * 6 + quiet + "the river is in madrid ."  # "rome" in every other window
+    model = WindowedModel(decoy, gold, decoy_logit=8.0, null_elsewhere=5.0)
+    shown = {}
+    for rule in WINDOW_RULES:
+        settings = DecodeSettings(max_length=48, stride=16, windows=rule)
+        shown[rule] = answer(model, tokenizer, "which river ?", context, settings)
+        assert 0.0 <= shown[rule].score <= 1.0
+    assert shown["pipeline"].text == "rome" and shown["pipeline"].ranked_score > 1.0
+    assert shown["max"].text == shown["window"].text == "madrid"
+
+
+def test_the_window_rule_takes_the_null_of_the_best_spans_own_window(tokenizer):
+    """Where the best span's window says "no answer" strongly, the window rule refuses, while "max" sets
+    that span against the lowest null anywhere (a window that holds nothing)."""
+    decoy = tokenizer.convert_tokens_to_ids("rome")
+    context = "the capital is rome . " + "the city was founded in the year one . " * 8
+
+    class NullBesideTheName:  # [CLS] high in the window with "rome", low (and nothing else high) elsewhere
+        input_names = WindowedModel.input_names
+
+        def run(self, inputs):
+            ids = inputs["input_ids"]
+            logits = np.where(ids == decoy, 7.0, 0.0)
+            logits[:, 0] = np.where((ids == decoy).any(axis=1), 9.0, -2.0)
+            return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+    model = NullBesideTheName()
+    quiet = dict(max_length=48, stride=16)
+    by_max = answer(model, tokenizer, "which city ?", context, DecodeSettings(**quiet, windows="max"))
+    by_window = answer(model, tokenizer, "which city ?", context, DecodeSettings(**quiet, windows="window"))
+    assert by_max.text == "rome"
+    assert by_window.text == "" and by_window.guess == "rome"
+
+
+def test_an_unknown_window_rule_is_refused(tokenizer):
+    with pytest.raises(ValueError, match="windows rule"):
+        answer(KeywordModel(5), tokenizer, "where ?", "paris", DecodeSettings(windows="sum"))

@@ -2,11 +2,12 @@
 
 Long contexts are split into windows with a stride; each window's start/end logits become
 probabilities over its context tokens plus [CLS]; the best span (at most ``max_answer_length``
-tokens) across windows is compared with the SQuAD v2 null answer (the lowest [CLS] start x end
-probability over windows). The span is widened to whole words and mapped to character offsets in
-the original context. With ``null_threshold=0`` this is exactly what transformers'
-``pipeline("question-answering", handle_impossible_answer=True)`` returns, without its per-window
-Python overhead: windows of several questions run as one batch.
+tokens) is compared with the SQuAD v2 null answer ([CLS] start x end). How the windows of one context
+are combined is a rule (:data:`WINDOW_RULES`, ``DecodeSettings.windows``): ``"pipeline"`` is exactly
+what transformers' ``pipeline("question-answering", handle_impossible_answer=True)`` returns (scores
+of equal answer texts added up across windows, against the lowest null over windows), without its
+per-window Python overhead: windows of several questions run as one batch. The span is widened to
+whole words and mapped to character offsets in the original context.
 
 The null threshold is on the log-odds of "no answer" against the best span,
 ``ln(null score / span score)``: within one window that is BERT's ``null_score_diff_threshold``
@@ -16,7 +17,7 @@ The null threshold is on the log-odds of "no answer" against the best span,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 import numpy as np
@@ -24,6 +25,13 @@ import numpy as np
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
 CALIBRATED_THRESHOLD = "qa_null_threshold"
 CALIBRATED = "calibrated"
+# How the windows of one long context are combined (docs/results.md, "Long passages", compares them):
+# "pipeline": transformers' rule: a text's scores are added up over the windows it appears in, against the
+#   lowest null score over windows (so a name repeated in many windows can beat the one window that
+#   holds the answer, and a summed score can pass 1);
+# "max": a text's best single-window score, against the lowest null over windows;
+# "window": the best single-window span against the null of that same window: one window's probabilities.
+WINDOW_RULES = ("pipeline", "max", "window")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
 # or "calibrated": each model's own threshold from its config.json (0 for a model without one).
 NullThreshold = float | Literal["calibrated"]
@@ -75,6 +83,7 @@ class DecodeSettings:
     # "no answer" when ln(null score / best span score) > threshold; 0 is transformers' pipeline.
     # (Engine sets it per model from its threshold mode, e.g. "calibrated".)
     null_threshold: float = 0.0
+    windows: str = "pipeline"  # how the windows of a long context are combined: one of WINDOW_RULES
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -84,6 +93,11 @@ class DecodeSettings:
 class Answer:
     """A decoded answer: text, character offsets into the context, and its probability.
 
+    ``score`` is what a person is shown: the span's probability where there is an answer, the null
+    probability where "no answer" wins; both come from one window's softmax, so they never pass 1.
+    ``span_score`` is the best span's probability in its best window. The decision compares
+    ``null_score`` with ``ranked_score``: the span's score under the window rule, which is
+    ``span_score`` except under the pipeline's rule, where it is the sum over windows (it can pass 1).
     When "no answer" wins, ``guess`` (with its offsets) is the best span it beat, for a UI to show.
     """
 
@@ -96,6 +110,7 @@ class Answer:
     guess: str = ""
     guess_start: int = 0
     guess_end: int = 0
+    ranked_score: float | None = None  # None: span_score
 
     @property
     def is_null(self) -> bool:
@@ -103,9 +118,10 @@ class Answer:
 
     @property
     def null_margin(self) -> float:
-        """ln(null score / best span score): how strongly "no answer" beats the best span (SQuAD's na_prob
-        ranks by it; the answer is null where it is above the null threshold)."""
-        return null_margin(self.null_score, self.span_score)
+        """ln(null score / the span's ranked score): how strongly "no answer" beats the best span (SQuAD's
+        na_prob ranks by it; the answer is null where it is above the null threshold)."""
+        ranked = self.span_score if self.ranked_score is None else self.ranked_score
+        return null_margin(self.null_score, ranked)
 
 
 def null_margin(null_score: float, span_score: float) -> float:
@@ -253,19 +269,31 @@ def _char_span(windows: Windows, row: int, s: int, e: int, align_to_words: bool)
     return offsets[s][0], offsets[e][1]
 
 
+@dataclass
+class _Candidate:
+    """One answer text of one context, over the windows it appears in."""
+
+    total: float  # its scores added up over windows (the pipeline's ranking)
+    best: float  # its best single-window score
+    start: int
+    end: int
+    row: int  # the window of its best score
+
+
 def decode(
     windows: Windows, starts: np.ndarray, ends: np.ndarray, contexts: list[str], settings: DecodeSettings
 ) -> list[Answer]:
     """One answer per pair from its windows' logits.
 
-    As transformers' pipeline does: per window, probabilities over context tokens and [CLS]; the
-    best spans (12 when aligning to words, since several token spans can widen to the same words);
-    scores of candidates with the same answer text are added up across windows; the null score is
-    the lowest [CLS] x [CLS] probability over windows.
+    Per window, as transformers' pipeline does: probabilities over context tokens and [CLS], and the
+    best spans (12 when aligning to words, since several token spans can widen to the same words).
+    Then the windows are combined by ``settings.windows`` (:data:`WINDOW_RULES`).
     """
+    if settings.windows not in WINDOW_RULES:
+        raise ValueError(f"windows rule must be one of {', '.join(WINDOW_RULES)}, not {settings.windows!r}")
     k = 12 if settings.align_to_words else 1
-    texts: list[dict[str, list]] = [{} for _ in contexts]  # text -> [score, start, end]
-    null = [1.0] * len(contexts)
+    texts: list[dict[str, _Candidate]] = [{} for _ in contexts]
+    row_null = np.ones(len(windows.owner))
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -273,21 +301,31 @@ def decode(
         allowed[cls] = True
         p_start = _softmax(np.where(allowed, starts[row], -1e4))
         p_end = _softmax(np.where(allowed, ends[row], -1e4))
-        null[pair] = min(null[pair], float(p_start[cls] * p_end[cls]))
+        row_null[row] = float(p_start[cls] * p_end[cls])
         p_start[cls] = p_end[cls] = 0.0
         for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
             c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
             text = contexts[pair][c0:c1]
-            if text in texts[pair]:
-                texts[pair][text][0] += score
+            if (seen := texts[pair].get(text)) is None:
+                texts[pair][text] = _Candidate(score, score, c0, c1, row)
             else:
-                texts[pair][text] = [score, c0, c1]
+                seen.total += score
+                if score > seen.best:
+                    seen.best, seen.row = score, row
     answers = []
     threshold = float(settings.null_threshold)
     for pair, context in enumerate(contexts):
-        best_text, (score, c0, c1) = max(texts[pair].items(), key=lambda kv: kv[1][0], default=("", [0.0, 0, 0]))
-        span = Answer(context[c0:c1], c0, c1, score, score, null[pair])
-        answers.append(with_null_decision(span, threshold) if settings.handle_impossible or not best_text else span)
+        rows = np.flatnonzero(windows.owner == pair)
+        lowest_null = float(row_null[rows].min()) if len(rows) else 1.0
+        rank = (lambda c: c.total) if settings.windows == "pipeline" else (lambda c: c.best)
+        best = max(texts[pair].values(), key=rank, default=None)
+        if best is None:
+            span = Answer("", 0, 0, lowest_null, 0.0, lowest_null)
+        else:
+            null = float(row_null[best.row]) if settings.windows == "window" else lowest_null
+            span = Answer(context[best.start : best.end], best.start, best.end, best.best, best.best, null,
+                          ranked_score=rank(best))  # fmt: skip
+        answers.append(with_null_decision(span, threshold) if settings.handle_impossible or best is None else span)
     return answers
 
 
@@ -304,10 +342,12 @@ def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
     set of spans. ``span`` may already be decided: a "no answer" is decided again from its guess.
     """
     if not span.text and span.guess:
-        span = Answer(span.guess, span.guess_start, span.guess_end, span.span_score, span.span_score, span.null_score)
+        span = replace(span, text=span.guess, start=span.guess_start, end=span.guess_end, score=span.span_score,
+                       guess="", guess_start=0, guess_end=0)  # fmt: skip
     if span.text and says_answer(span.null_margin, threshold):
         return span
-    return Answer("", 0, 0, span.null_score, span.span_score, span.null_score, span.text, span.start, span.end)
+    return replace(span, text="", start=0, end=0, score=span.null_score, guess=span.text, guess_start=span.start,
+                   guess_end=span.end)  # fmt: skip
 
 
 def answer_pairs(
