@@ -14,8 +14,10 @@ import pytest
 from transformers import AutoTokenizer
 
 from variants.__main__ import main
+from variants.answering.qa import WINDOW_RULES
 from variants.answering.timing import latency_passes, seq_len_sweep, summarize
-from variants.benchmarking import accuracy, bench, plot, quick
+from variants.benchmarking import accuracy, bench, long_inputs, plot, quick
+from variants.benchmarking import cli as bench_cli
 from variants.benchmarking import options as bench_options
 from variants.core import hardware
 from variants.core.spec import VariantSpec
@@ -462,3 +464,26 @@ def test_the_answer_sentence_holds_the_answer_and_stops_at_sentence_ends():
     end = context.index("Cars") + 4
     assert cut(context, start, end) == 'The bridge opened in 1937, "on time." Cars crossed it!'
     assert cut(context, context.index("what"), len(context)) == "Then what?"
+
+
+def test_whole_articles_keep_every_gold_answer_at_its_new_place(squad_file):
+    examples = load_squad(squad_file)
+    articles = long_inputs.whole_articles(examples)
+    assert len(articles) == len(examples) and len({a.context for a in articles}) == 1  # one article in the file
+    for before, after in zip(examples, articles, strict=True):
+        assert before.context in after.context and after.id == before.id
+        for text, start in zip(after.answers, after.answer_starts, strict=True):
+            assert after.context[start : start + len(text)] == text
+
+
+def test_the_long_input_view_scores_every_rule_on_paragraphs_and_articles(engine, squad_file):
+    examples = load_squad(squad_file)
+    view = long_inputs.long_input_view(engine, examples)
+    assert set(view["variants"]) == {"baseline", "pruned"}  # the headline variants that loaded
+    assert view["n_questions"] == 6 and view["n_answerable"] == 4 and view["n_articles"] == 1
+    for entry in view["variants"].values():
+        for kind in ("paragraph", "article"):
+            assert set(entry[kind]) == set(WINDOW_RULES)
+            for row in entry[kind].values():
+                assert 0 <= row["f1"] <= 100 and 0 <= row["answered_share"] <= 100 and row["shown_above_one"] == 0
+    assert "long inputs: 6 questions" in bench_cli.long_input_table(view)

@@ -13,6 +13,7 @@ from variants.answering.timing import (
     Progress,
 )
 from variants.benchmarking.bench import benchmark, load_data, set_threads
+from variants.benchmarking.long_inputs import long_input_view
 from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
 from variants.benchmarking.peer import peer_runner
 from variants.building.replica import LATENCY_ONLY
@@ -58,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-questions", type=int, default=100, help="questions profiled per variant (0: none)")
     parser.add_argument("--no-peer", action="store_true", help="skip the transformers pipeline peer")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike")
+    parser.add_argument(
+        "--long-inputs",
+        action="store_true",
+        help="also ask every question about its whole article, under each window rule (the headline variants)",
+    )
 
 
 def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
@@ -92,8 +98,12 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
     )
     peer = None if args.no_peer else peer_runner(engine, args)
     record = benchmark(engine, examples, options, data, peer=peer, progress=progress)
+    if args.long_inputs:
+        record.long_inputs = long_input_view(engine, examples, progress=progress)
     json_path, csv_path = save_record(record, args.out)
     print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0))))
+    if record.long_inputs:
+        print(long_input_table(record.long_inputs))
     print(f"\nwrote {json_path}\n      {csv_path}")
     return 1 if any(v.error for v in record.variants) else 0
 
@@ -159,3 +169,20 @@ def main(argv: list[str]) -> int:
     add_model_arguments(parser)
     add_arguments(parser)
     return run(parser.parse_args(argv), engine_from_args)
+
+
+def long_input_table(view: dict[str, Any]) -> str:
+    """The long-input view as text: per variant and window rule, answerable F1 and F1 on paragraphs and articles."""
+    lines = [
+        f"long inputs: {view['n_questions']} questions ({view['n_answerable']} answerable) about their paragraph "
+        f"and their whole article ({view['n_articles']} articles), threshold 0",
+        f"{'variant':<26}{'rule':<10}{'HasAns para':>12}{'HasAns art':>12}{'F1 para':>10}{'F1 art':>10}{'>1':>5}",
+    ]
+    for name, entry in view["variants"].items():
+        for rule in view["rules"]:
+            para, art = entry["paragraph"][rule], entry["article"][rule]
+            lines.append(
+                f"{name:<26}{rule:<10}{para['has_ans_f1']:>12.2f}{art['has_ans_f1']:>12.2f}"
+                f"{para['f1']:>10.2f}{art['f1']:>10.2f}{art['scores_above_one']:>5}"
+            )
+    return "\n".join(lines)

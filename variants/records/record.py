@@ -226,6 +226,9 @@ class Record:
     method: dict[str, Any] = field(default_factory=dict)
     notice: str | None = None
     memory_after_load: dict[str, Any] | None = None
+    # bench --long-inputs: each question about its paragraph and its whole article, under every window
+    # rule (variants.benchmarking.long_inputs); None where not measured
+    long_inputs: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION  # the version it was read from; written as SCHEMA_VERSION
     file: str | None = None  # the file it was read from or saved to, not stored in it
     extra: dict[str, Any] = field(default_factory=dict)
@@ -272,6 +275,7 @@ class Record:
             "method": self.method,
             "notice": self.notice,
             "memory_after_load": self.memory_after_load,
+            "long_inputs": self.long_inputs,
             "variants": [e.to_dict() for e in self.variants],
             "peer": self.peer.to_dict() if self.peer else None,
         }
