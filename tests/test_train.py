@@ -12,7 +12,7 @@ from squad_data import CONTEXT, write_squad
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants.answering.qa import CALIBRATED_THRESHOLD, Answer
-from variants.building import prune
+from variants.building import prune, storage
 from variants.core.spec import EMBEDDED_MODELS
 from variants.core.squad import QAExample
 from variants.training import cards, evaluation, oneshot
@@ -168,3 +168,32 @@ def test_scores_at_a_threshold_say_what_share_of_the_answerable_questions_got_an
     at_zero = evaluation.score_spans(examples, spans, 0.0)
     assert at_zero["has_ans_answered"] == 50.0 and at_zero["f1"] == pytest.approx(200 / 3)
     assert evaluation.score_spans(examples, spans, 2.0)["has_ans_answered"] == 100.0  # a wide margin answers everything
+
+
+@pytest.mark.skipif(not all((m / "config.json").is_file() for m in SHIPPED), reason="no shipped models")
+def test_the_shipped_models_load_in_fp32_as_people_load_models():
+    """FP16 on disk, FP32 in memory: transformers' own pipeline, which follows config.json's dtype, computes
+    in FP32 (a CPU runs FP16 several times slower)."""
+    from transformers import pipeline  # noqa: PLC0415 - only this test builds a pipeline
+
+    baseline = SHIPPED[0]
+    assert json.loads((baseline / "config.json").read_text())["dtype"] == "float32"
+    qa = pipeline("question-answering", model=str(baseline), device="cpu")
+    assert qa.model.dtype == torch.float32
+    assert qa(question="Where is the tower?", context="The tower is in Paris.")["answer"]
+
+
+@pytest.mark.skipif(not all((m / "config.json").is_file() for m in SHIPPED), reason="no shipped models")
+def test_the_dense_export_of_the_compacted_model_loads_in_plain_transformers(tmp_path):
+    pruned = SHIPPED[1]
+    out = tmp_path / "dense"
+    train_cli.main(["dense", "--out", str(pruned), "--to", str(out)])
+    plain = AutoModelForQuestionAnswering.from_pretrained(out).eval()  # no project code
+    ours = storage.load_qa_model(pruned, compacted=True)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    inputs = tokenizer("Where is the tower?", "The tower is in Paris, on the Seine.", return_tensors="pt")
+    with torch.no_grad():
+        a, b = plain(**inputs), ours(**inputs)
+    assert plain.dtype == torch.float32 and json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    assert torch.allclose(a.start_logits, b.start_logits, atol=1e-3)
+    assert torch.allclose(a.end_logits, b.end_logits, atol=1e-3)

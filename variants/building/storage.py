@@ -130,6 +130,35 @@ def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
     return model
 
 
+def mark_float32(folder: str | Path) -> None:
+    """Say ``"dtype": "float32"`` in ``folder``'s config.json, whatever its weights are stored in.
+
+    The shipped models store FP16 weights to halve their size; transformers records the weights' dtype in
+    config.json, and loaders that follow it (``pipeline(...)``, ``dtype="auto"``) would then compute in FP16,
+    which a CPU runs several times slower than FP32. Loading casts the FP16 weights up, losslessly.
+    """
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text())
+    config["dtype"] = "float32"
+    config.pop("torch_dtype", None)  # the older name of the same field
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def export_dense(folder: str | Path, dest: str | Path) -> Path:
+    """Write the model of ``folder`` (either format) to ``dest`` in the plain transformers format: dense, the
+    removed heads and FFN neurons as zeros (as nn_pruning checkpoints), FP32, with its tokenizer; for tools
+    that load models with transformers alone (``AutoModelForQuestionAnswering.from_pretrained(dest)``)."""
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    dest = Path(dest)
+    model = load_qa_model(folder, compacted=False)
+    model.config.pruned_heads = {}  # the removed heads are zeros in full-size matrices, not pruned away
+    model.save_pretrained(dest, safe_serialization=True)
+    AutoTokenizer.from_pretrained(folder).save_pretrained(dest)
+    mark_float32(dest)
+    return dest
+
+
 SHIPPED_FROM_RUN = ("README.md", "train_config.json", "recipes.json")
 
 

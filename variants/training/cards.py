@@ -199,17 +199,30 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
     compact = (folder / "compact" / "compact.json").is_file()
     stored_as = (
         "compacted FP16 safetensors without the embeddings, which stay the fine-tuned model's and are read from its "
-        "folder (`compact.json` names it, with their SHA-256); load with "
-        "`variants.building.storage.load_qa_model(dir)` (`compacted=True` for the compacted form)"
+        "folder (`compact.json` names it, with their SHA-256)"
         if compact
-        else "FP16 safetensors (load as FP32: "
-        "`AutoModelForQuestionAnswering.from_pretrained(dir, dtype=torch.float32)`)"
+        else "FP16 safetensors; `config.json` says FP32, so loaders compute in FP32 (faster on a CPU)"
     )
+    name = Path(folder).name
+    load = (
+        "The compacted layout is this project's (each layer keeps its own heads and FFN width), so plain "
+        "transformers cannot read it. Load it with the project's loader, or write the plain dense form "
+        "(removed heads and neurons as zeros) once for tools that need it:\n\n```python\n"
+        "from variants.building.storage import load_qa_model\n\n"
+        f'model = load_qa_model("assets/models/{name}", compacted=True)  # PyTorch, FP32, eval mode\n```\n\n'
+        f"```bash\npython -m variants train dense --out assets/models/{name} --to {name}-dense\n```"
+        if compact
+        else "```python\nfrom transformers import pipeline\n\n"
+        f'qa = pipeline("question-answering", model="assets/models/{name}")  # FP32 on the CPU\n```'
+    )
+    data_names = cfg.get("data") or "train.json"
     text = CARD.read_text().format(
         stored_as=stored_as,
+        load=load,
         recipes=recipes_section(folder, record, command) if pruned else "",
-        training_data=f"`train.json` less the articles {held}, held out to calibrate on" if held else "`train.json`",
-        calibration=(f"{held} of `train.json`: {calib['questions']} questions, {calib['unanswerable']} "
+        training_data=f"{_files(data_names)} less the articles {held}, held out to calibrate on"
+        if held else _files(data_names),
+        calibration=(f"{held} of {_files(data_names)}: {calib['questions']} questions, {calib['unanswerable']} "
                      f"unanswerable, F1 {calib['f1']:.2f} there at this threshold, {calib['f1_at_zero']:.2f} at 0")
         if calib else "none: threshold 0",
         title=title,
@@ -238,3 +251,8 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
     )  # fmt: skip
     (folder / "README.md").write_text(text)
     return scores
+
+
+def _files(data: str) -> str:
+    """Training files as the card names them: `train.json` and `train-extra.json`."""
+    return " and ".join(f"`{name}`" for name in data.split(","))

@@ -1,4 +1,4 @@
-"""``python -m variants train STAGE``: the command line of training (finetune, prune, calibrate, card, ship),
+"""``python -m variants train STAGE``: the command line of training (finetune, prune, calibrate, card, ship, dense),
 with interruptible, resumable runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from variants.building.storage import ship
+from variants.building.storage import export_dense, ship
 from variants.training.cards import card
 from variants.training.checkpoint import FILE as CHECKPOINT_FILE
 from variants.training.checkpoint import Checkpointer, Interrupted
@@ -23,10 +23,11 @@ from variants.training.settings import DEFAULT_BASE, RECIPES, TrainConfig, onesh
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "stage",
-        choices=("finetune", "prune", "calibrate", "card", "ship"),
+        choices=("finetune", "prune", "calibrate", "card", "ship", "dense"),
         help="calibrate: the null threshold of --out on its held-out articles of --data (training does it "
         "too when it holds articles out); card: evaluate --out on --data, write README.md; ship: copy the "
-        "compact store of run --out, with its card, to --to",
+        "compact store of run --out, with its card, to --to; dense: write the model of --out in the plain transformers "
+        "format (removed heads and neurons as zeros, FP32) to --to, for tools that load models with transformers alone",
     )
     parser.add_argument(
         "--data",
@@ -69,6 +70,11 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
     if cfg.stage == "prune" and cfg.recipe == "oneshot" and (unused := unused_by_oneshot(cfg)):
         raise SystemExit(f"--recipe oneshot does not use {' '.join(unused)}: --recipe gradual or refine does")
+    if cfg.stage == "dense":
+        if not args.to:
+            raise SystemExit("dense needs --to (the folder to write)")
+        print(f"wrote {export_dense(cfg.out, args.to)}")
+        return
     if cfg.stage == "ship":
         if not args.to:
             raise SystemExit("ship needs --to (the model folder to write)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from variants.building.storage import mark_float32
 from variants.core.hardware import current_hardware
 from variants.core.squad import data_files
 from variants.training.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
@@ -194,10 +195,12 @@ def train_loop(
 def save(
     model: nn.Module, tokenizer, cfg: TrainConfig, log: list[dict], seconds: float, extra: dict | None = None
 ) -> None:
-    """FP16 safetensors (half the size; the engine loads them as FP32), tokenizer, config, log."""
+    """FP16 safetensors (half the size), a config that says FP32 (what every loader should compute in on a
+    CPU: :func:`variants.building.storage.mark_float32`), tokenizer, log."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(torch.float16).save_pretrained(out, safe_serialization=True)
+    mark_float32(out)
     tokenizer.save_pretrained(out)
     record = {
         "config": {**asdict(cfg), "data": data_name(cfg.data)},
