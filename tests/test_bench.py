@@ -16,14 +16,14 @@ from transformers import AutoTokenizer
 from variants.__main__ import main
 from variants.answering.qa import WINDOW_RULES
 from variants.answering.timing import latency_passes, seq_len_sweep, summarize
-from variants.benchmarking import accuracy, bench, long_inputs, plot, quick
+from variants.benchmarking import accuracy, bench, long_inputs, peer, plot, quick
 from variants.benchmarking import cli as bench_cli
 from variants.benchmarking import options as bench_options
 from variants.core import hardware
 from variants.core.spec import VariantSpec
 from variants.core.squad import load_squad
 from variants.records import results
-from variants.records.record import SCHEMA_VERSION, VIEWS, LatencyStats, VariantEntry
+from variants.records.record import SCHEMA_VERSION, VIEWS, LatencyStats, Record, VariantEntry
 from variants.serving.engine import load_engine
 from variants.training.augment import answer_sentence
 
@@ -120,8 +120,9 @@ def test_cli_writes_a_record_and_a_csv(cli_run, capsys):
     assert json_path.name.startswith("embedded-cpu-")
     assert json_path.name.endswith(record["created"].replace("-", "").replace(":", "") + ".json")
     csv = pd.read_csv(json_path.with_suffix(".csv"))
-    assert list(csv["variant"]) == ["baseline", "pruned-dense", "pruned", "broken", "peer"] * 3  # one row a view
-    assert list(csv["view"]) == [v for v in VIEWS for _ in range(5)]
+    rows = ["baseline", "pruned-dense", "pruned", "broken", "peer", "optimum-int8"]  # each view a row
+    assert list(csv["variant"]) == rows * 3
+    assert list(csv["view"]) == [v for v in VIEWS for _ in rows]
     assert list(csv.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
 
 
@@ -334,8 +335,8 @@ def test_results_read_back(cli_run):
     assert records[0].to_dict() == {k: v for k, v in record.items()}
     frame = results.records_to_frame(records)
     assert list(frame.columns[: len(REQUIRED_COLUMNS)]) == REQUIRED_COLUMNS
-    assert len(frame) == 5 and frame["is_peer"].sum() == 1 and set(frame["view"]) == {"pipeline"}
-    assert len(results.records_to_frame(records, view=None)) == 15
+    assert len(frame) == 6 and frame["is_peer"].sum() == 1 and set(frame["view"]) == {"pipeline"}  # + optimum INT8
+    assert len(results.records_to_frame(records, view=None)) == 18
     best = results.records_to_frame(records, view="best").set_index("variant")
     assert best.loc["baseline", "f1"] == record["variants"][0]["accuracy"]["best"]["f1"]
     row = frame.set_index("variant").loc["baseline"]
@@ -487,3 +488,29 @@ def test_the_long_input_view_scores_every_rule_on_paragraphs_and_articles(engine
             for row in entry[kind].values():
                 assert 0 <= row["f1"] <= 100 and 0 <= row["answered_share"] <= 100 and row["shown_above_one"] == 0
     assert "long inputs: 6 questions" in bench_cli.long_input_table(view)
+
+
+def test_optimum_int8_is_a_second_peer_timed_in_the_same_passes(engine, squad_file, tmp_path, monkeypatch):
+    """optimum's ten-line recipe on the same baseline (export, ORTQuantizer dynamic INT8 for this CPU,
+    transformers' pipeline), measured beside the variants; every entry says how far it is from it."""
+    monkeypatch.setenv("VARIANTS_CACHE_DIR", str(tmp_path / "cache"))
+    runner = peer.optimum_int8_runner(engine, threads=1)
+    assert isinstance(runner, bench_options.Runner), runner
+    assert runner.entry.dtype == "int8" and runner.entry.build["quantization"] in ("avx512_vnni", "avx512", "avx2")
+    assert not runner.batch_invariant  # dynamic INT8: scored one question per call
+    examples = load_squad(squad_file)
+    options = bench_options.Options(latency_samples=3, warmup=1, skip_sweeps=True, latency_passes=2)
+    record = bench.benchmark(engine, examples, options, others=[runner])
+    (other,) = record.peers
+    assert other.variant == peer.OPTIMUM_INT8 and other.error is None and other.latency_ms.n == 3 * 2  # 2 passes
+    assert other.view("pipeline").f1 is not None
+    assert set(record.entry("pruned").speedup_vs_peers) == {peer.OPTIMUM_INT8}
+    again = Record.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert [e.variant for e in again.peers] == [peer.OPTIMUM_INT8]
+    assert again.entry("pruned").speedup_vs_peers == record.entry("pruned").speedup_vs_peers
+
+
+def test_the_optimum_peer_on_a_gpu_says_it_is_a_cpu_peer(engine, monkeypatch):
+    monkeypatch.setattr(engine, "device", "cuda:0")
+    entry = peer.optimum_int8_runner(engine)
+    assert entry.error == "a CPU peer: not run on cuda:0"

@@ -48,7 +48,8 @@ def _view(examples: list[QAExample], preds: dict[str, str], threshold: float) ->
 def accuracy_batch(runner: Runner, options: Options) -> int:
     """Questions per call when measuring ``runner``'s accuracy: ``options.accuracy_batch``, or 1 for a model
     whose answers depend on what shares its batch (the app never batches those: ``Engine._start_batcher``)."""
-    return options.accuracy_batch if runner.model is None or runner.model.batch_invariant else 1
+    invariant = runner.batch_invariant if runner.model is None else runner.model.batch_invariant
+    return options.accuracy_batch if invariant else 1
 
 
 def measure_accuracy(runner: Runner, examples: list[QAExample], batch: int) -> tuple[dict[str, str], dict[str, float]]:

@@ -135,12 +135,22 @@ def speedup(reference: VariantEntry | None, entry: VariantEntry) -> tuple[float 
     return (round(reference.latency_ms.p50 / entry.latency_ms.p50, 3) if reference.latency_ms.p50 else None), None
 
 
-def compare(entries: list[VariantEntry], peer: VariantEntry | None, preds: dict[str, dict[str, str]]) -> None:
-    """Fill in the speedups over the baseline and the peer (see :func:`speedup`), and agreement with the baseline."""
+def compare(
+    entries: list[VariantEntry],
+    peer: VariantEntry | None,
+    preds: dict[str, dict[str, str]],
+    others: list[VariantEntry] | None = None,
+) -> None:
+    """Fill in the speedups over the baseline, the peer and each other peer (see :func:`speedup`), and
+    agreement with the baseline."""
     base = next((e for e in entries if e.variant == "baseline"), None)
-    for entry in [*entries, *([peer] if peer else [])]:
+    for entry in [*entries, *([peer] if peer else []), *(others or [])]:
         entry.speedup_vs_baseline, entry.speedup_vs_baseline_range = speedup(base, entry)
         entry.speedup_vs_peer, entry.speedup_vs_peer_range = speedup(peer, entry)
+        for other in others or []:
+            ratio, bounds = speedup(other, entry)
+            if ratio is not None and other is not entry:
+                entry.speedup_vs_peers[other.variant] = [ratio, *(bounds or [])]
         if entry.variant in preds and "baseline" in preds:
             entry.agreement_with_baseline = agreement(preds[entry.variant], preds["baseline"])
 
@@ -158,8 +168,10 @@ def benchmark(
     data: dict[str, Any] | None = None,
     peer: Runner | VariantEntry | None = None,
     progress: Progress | None = None,
+    others: list[Runner | VariantEntry] | None = None,
 ) -> Record:
-    """Measure every variant of ``engine`` (and ``peer``) on ``examples``; returns the record.
+    """Measure every variant of ``engine`` (and ``peer``, the reference, and the ``others`` peers) on
+    ``examples``, all in the same passes; returns the record.
 
     A variant that fails (to load, or while measured) keeps its error; the others are measured.
     """
@@ -171,6 +183,8 @@ def benchmark(
     peer_entry = peer.entry if isinstance(peer, Runner) else peer
     if isinstance(peer, Runner):
         runners.append(peer)
+    other_entries = [o.entry if isinstance(o, Runner) else o for o in others or []]
+    runners += [o for o in others or [] if isinstance(o, Runner)]
     after_load = probe.read()
 
     answerers = {r.name: r.answer for r in runners}
@@ -220,9 +234,10 @@ def benchmark(
         progress(0.95, "profile: tokenize / forward / decode, operations per question, machine peak")
         profile_runners(engine, runners, examples[: options.profile_questions], options.latency_round)
         peak = profiling.machine_peak(torch_threads())
-    compare(entries, peer_entry, preds)
+    compare(entries, peer_entry, preds, other_entries)
     progress(1.0, "done")
     record = make_record(engine, entries, peer_entry, data or question_counts(examples), options, created, after_load)
+    record.peers = other_entries
     if peak:
         record.hardware["measured_peak"] = peak
     return record

@@ -15,7 +15,7 @@ from variants.answering.timing import (
 from variants.benchmarking.bench import benchmark, load_data, set_threads
 from variants.benchmarking.long_inputs import long_input_view
 from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
-from variants.benchmarking.peer import peer_runner
+from variants.benchmarking.peer import optimum_int8_runner, peer_runner
 from variants.building.replica import LATENCY_ONLY
 from variants.cli import add_model_arguments, engine_from_args
 from variants.core.hardware import hardware_slug
@@ -57,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sort-by-length", action="store_true", help="batch sweep: sort questions by length first")
     parser.add_argument("--accuracy-batch", type=int, default=16, help="questions per call for accuracy")
     parser.add_argument("--profile-questions", type=int, default=100, help="questions profiled per variant (0: none)")
-    parser.add_argument("--no-peer", action="store_true", help="skip the transformers pipeline peer")
+    parser.add_argument(
+        "--no-peer", action="store_true", help="skip the peers (transformers' pipeline, optimum's ORT INT8)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike")
     parser.add_argument(
         "--long-inputs",
@@ -97,7 +99,8 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
         profile_questions=args.profile_questions,
     )
     peer = None if args.no_peer else peer_runner(engine, args)
-    record = benchmark(engine, examples, options, data, peer=peer, progress=progress)
+    others = [] if args.no_peer else [optimum_int8_runner(engine, args)]
+    record = benchmark(engine, examples, options, data, peer=peer, progress=progress, others=others)
     if args.long_inputs:
         record.long_inputs = long_input_view(engine, examples, progress=progress)
     json_path, csv_path = save_record(record, args.out)

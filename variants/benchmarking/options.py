@@ -85,3 +85,4 @@ class Runner:
     model: Any = None  # a variants.answering.runtime.QAModel, for the sequence-length sweep
     tokenizer: Any = None
     settings: DecodeSettings | None = None
+    batch_invariant: bool = True  # without a model: whether its answers are the same whatever shares the call

@@ -142,6 +142,8 @@ class VariantEntry:
     latency_pass_p50_ms: list[float] = field(default_factory=list)
     speedup_vs_baseline_range: list[float] | None = None
     speedup_vs_peer_range: list[float] | None = None
+    # against each other peer of the record (Record.peers), by its name: [median ratio, lowest, highest]
+    speedup_vs_peers: dict[str, list[float]] = field(default_factory=dict)
     agreement_with_baseline: float | None = None  # at the pipeline view's decisions
     seq_len_sweep: list[dict[str, Any]] = field(default_factory=list)
     batch_sweep: list[dict[str, Any]] = field(default_factory=list)
@@ -217,7 +219,8 @@ class Record:
     device: str
     preset: str = ""
     variants: list[VariantEntry] = field(default_factory=list)
-    peer: VariantEntry | None = None
+    peer: VariantEntry | None = None  # the reference peer: transformers' pipeline
+    peers: list[VariantEntry] = field(default_factory=list)  # other peers, measured in the same passes
     kind: str = "full"  # or "quick": a small run from the app, beside the stored ones
     hardware: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
@@ -236,7 +239,7 @@ class Record:
     @property
     def entries(self) -> list[VariantEntry]:
         """The variants, then the peer if measured."""
-        return [*self.variants, *([self.peer] if self.peer else [])]
+        return [*self.variants, *([self.peer] if self.peer else []), *self.peers]
 
     @property
     def n_questions(self) -> int | None:
@@ -278,6 +281,7 @@ class Record:
             "long_inputs": self.long_inputs,
             "variants": [e.to_dict() for e in self.variants],
             "peer": self.peer.to_dict() if self.peer else None,
+            "peers": [e.to_dict() for e in self.peers],
         }
         return {**self.extra, **out}
 
@@ -290,12 +294,14 @@ class Record:
             raise ValueError(f"record schema {schema} is newer than this code reads ({SCHEMA_VERSION})")
         entries = [VariantEntry.from_dict(e, schema) for e in data.pop("variants", [])]
         peer = data.pop("peer", None)
+        peers = [VariantEntry.from_dict(e, schema) for e in data.pop("peers", None) or []]
         file = data.pop("_file", None) or data.pop("file", None)
         known = _known(cls, data)
         return cls(
             **known,
             variants=entries,
             peer=VariantEntry.from_dict(peer, schema) if peer else None,
+            peers=peers,
             schema_version=schema,
             file=file,
             extra={k: v for k, v in data.items() if k not in known and k != "extra"},
