@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import socket
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -17,7 +19,7 @@ from gradio_client import Client
 
 import app
 from ui import SAMPLE_FILE
-from ui.about import about_html
+from ui.about import about_html, page_intro
 from ui.ask import ULAN_BATOR, load_examples, make_answer_api, make_ask, make_reselect, null_threshold
 from ui.benchmark import (
     TABLE_COLUMNS,
@@ -371,6 +373,33 @@ def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert app.parse_args(["--preset", "bert-large"]).preset == "bert-large"  # flags win over env
     monkeypatch.setenv("SPACE_ID", "someone/qa-variants")
     assert app.serve_address(args) == ("0.0.0.0", 7860)
+
+
+def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delenv("SPACE_ID", raising=False)
+
+    def load_models(_args):
+        raise AssertionError("the models were loaded before the port was checked")
+
+    monkeypatch.setattr(app, "load_models", load_models)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert app.port_in_use("127.0.0.1", port)
+        assert app.main(["--preset", "embedded", "--port", str(port)]) == 2
+    message = capsys.readouterr().err.strip()
+    assert len(message.splitlines()) == 1 and f"port {port}" in message and "--port" in message, message
+    assert "GRADIO_SERVER_PORT" not in message
+    assert not app.port_in_use("127.0.0.1", port)  # closed again: free
+
+
+def test_the_title_counts_the_variants_shown(engine) -> None:
+    intro = page_intro(engine)
+    assert intro.startswith("# One QA model, six variants side by side") and len(engine.loaded) == 6
+    assert "three ways" not in intro and "8-bit integers" in intro
+    two = SimpleNamespace(loaded=engine.loaded[:2])
+    assert page_intro(two).startswith("# One QA model, two variants")
 
 
 def test_console_progress(capsys: pytest.CaptureFixture) -> None:
