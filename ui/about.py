@@ -38,10 +38,9 @@ def page_intro(engine: Engine) -> str:
     last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
     return (
         f"{title}\n"
-        f"Ask a question about a passage: the **baseline** and its optimized versions (**pruned**, then "
-        f"**exported to ONNX Runtime**, graph-optimized and {last}) each answer it, live on this machine. "
-        "Three are shown at first; the steps between them are one tick away. Compare answer, latency and "
-        "model size."
+        f"Ask a question about a passage: the **baseline** and its versions made faster step by step (**pruned**, "
+        f"**exported to ONNX Runtime**, graph-optimized, {last}) each answer it, live on this machine. Compare "
+        "answer, latency and model size."
     )
 
 
