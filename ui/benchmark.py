@@ -53,10 +53,11 @@ ANSWERABLE_HEADERS = {"has_ans_f1": "F1", "has_ans_answered": "% answered", "has
 # Column widths by header (others 72px): a phone (324 px of table) shows the name and the first three numbers, the
 # rest a swipe away; a desktop every column. Fixed, so that a header wraps between words, never within one.
 COLUMN_WIDTHS = {
-    "Variant": "116px",
-    "F1": "64px",
+    "Variant": "108px",
+    "F1": "60px",
     "% answered": "80px",
-    "× baseline": "68px",
+    "× baseline": "72px",
+    "threshold": "84px",
     **dict.fromkeys(["F1 answerable", "F1 unanswerable", "% answerable answered", "EM answerable"], "104px"),
     "× baseline, range over passes": "104px",
 }
