@@ -125,7 +125,7 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.locator("#bench-header").get_by_text("best F1 (threshold chosen on these questions)").wait_for()
     assert "“no answer” to every one already scores 50.0" in page.locator("#bench-header").inner_text()
     assert page.locator("#bench-scatter .scatterlayer .trace").count() == 7  # and the always-"no answer" line
-    assert "always “no answer”: 50.0" in page.locator("#bench-scatter .legend").inner_text()
+    assert "always “no answer”: 50.0" in page.locator("#bench-scatter .legend").text_content()
     assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
@@ -196,6 +196,7 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     page.set_default_timeout(60_000)
     page.goto(shipped_url)
     page.wait_for_selector("#qa-cards .qa-card")
+    assert page.evaluate(PLACEHOLDER_FITS), "the empty question box shows part of its placeholder"
     page.get_by_text("Ulan Bator: a short passage").click()
     page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Tuul River'))")
     page.get_by_role("button", name="Ask every variant").click()
@@ -213,7 +214,6 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     )
     assert cut == [], f"card titles cut off: {cut}"
     page.screenshot(path=str(shots / f"ask-{device}.png"))
-    assert page.evaluate(PLACEHOLDER_FITS), "the question box shows part of its placeholder"
     page.get_by_role("tab", name="Benchmark").click()
     page.wait_for_selector("#bench-scatter .js-plotly-plot .scatterlayer .point")
     assert page.locator("#bench-seqlen .scatterlayer .trace").count() == cards.count() + 3  # every variant
