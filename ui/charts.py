@@ -151,7 +151,7 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
 
 
 def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
-    """The benchmark tab's common chart style: title, axes, white template, legend below (it wraps on a phone)."""
+    """The benchmark tab's common chart style: title, axes, white template, legend at the foot (it wraps on a phone)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         xaxis_title=x_title,
@@ -159,7 +159,9 @@ def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
         height=480,
         margin={"l": 10, "r": 20, "t": 80, "b": 40},
         template="plotly_white",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "font": {"size": 11}},
+        # At the figure's foot (container coordinates), so that plotly makes room for it below the axis title: placed
+        # under the plot area instead, it met the x-axis title on a phone, where the legend is one column.
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "font": {"size": 11}},
     )
     return fig
 
