@@ -71,9 +71,7 @@ VIEW_CHOICES = [  # (what the tab's control says, the view); the records keep th
 # questions at the app's rule (threshold 0: the record's "pipeline" view) and the share of them answered.
 DEFAULT_VIEW = "answerable"
 RECORD_VIEW = {"answerable": "pipeline"}  # the record's view each of the tab's views reads
-SHOWN_TITLES = {
-    **VIEW_TITLES,
-    "answerable": "answerable questions, at threshold 0 (the app's rule)",
+SHOWN_TITLES = {  # the header's words for the SQuAD v2 views (the answerable one has a sentence of its own)
     "pipeline": "all of SQuAD v2, " + VIEW_TITLES["pipeline"],
     "best": "all of SQuAD v2, " + VIEW_TITLES["best"].removeprefix("official SQuAD v2 "),
     "calibrated": "all of SQuAD v2, " + VIEW_TITLES["calibrated"],
