@@ -11,6 +11,7 @@ This file only parses options and wires the tabs of :mod:`ui` to the engine; no 
 
 import argparse
 import logging
+import socket
 import sys
 import time
 import warnings
@@ -19,7 +20,7 @@ from pathlib import Path
 import gradio as gr
 
 from ui import SAMPLE_FILE
-from ui.about import about_html
+from ui.about import about_html, page_intro
 from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.styles import html_block, launch_style
@@ -59,12 +60,7 @@ def build_demo(
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
     steps = [(v.spec.label, v.spec.name) for v in engine.loaded if not v.spec.headline]
     with gr.Blocks(title="QA variants side by side") as demo:
-        gr.Markdown(
-            "# One QA model, optimized three ways\n"
-            "Ask a question about a passage: the **baseline**, its **pruned** version and the pruned model "
-            "**exported to ONNX Runtime and quantized** each answer it, live on this machine. Compare answer, "
-            "latency and model size."
-        )
+        gr.Markdown(page_intro(engine))
         if engine.notice:
             html_block(notice_html(engine.notice, "Fallback"), elem_id="notice")  # once, on every tab
         with gr.Tab("Ask"):
@@ -149,9 +145,30 @@ def serve_address(args: argparse.Namespace) -> tuple[str, int]:
     return args.host, args.port
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether ``port`` on ``host`` cannot be served on: bound the way uvicorn binds (SO_REUSEADDR, so a port
+    left in TIME_WAIT by an app just stopped counts as free). The standard library's socket is all it takes."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def port_message(host: str, port: int) -> str:
+    return f"error: port {port} on {host} is already in use; start with --port N to serve on another port"
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    host, port = serve_address(args)
+    if port_in_use(host, port):  # before the models load (a minute), not after
+        print(port_message(host, port), file=sys.stderr)
+        return 2
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None
@@ -167,9 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         allow_custom_models=allow_custom,
         max_custom_mb=custom_mb,
     )
-    host, port = serve_address(args)
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
-    demo.launch(server_name=host, server_port=port, share=args.share, app_kwargs={"routes": lean}, **launch_style())
+    try:
+        demo.launch(server_name=host, server_port=port, share=args.share, app_kwargs={"routes": lean}, **launch_style())
+    except OSError:
+        if not port_in_use(host, port):
+            raise
+        print(port_message(host, port), file=sys.stderr)  # taken while the models loaded
+        return 2
     return 0
 
 

@@ -7,20 +7,25 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import socket
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
+import pandas as pd
 import pytest
 from app_helpers import CONTEXT, QUESTION, TINY_SETTINGS, running, tiny_engine, write_fake_record
 from gradio_client import Client
 
 import app
 from ui import SAMPLE_FILE
-from ui.about import about_html
+from ui.about import about_html, page_intro
 from ui.ask import ULAN_BATOR, load_examples, make_answer_api, make_ask, make_reselect, null_threshold
 from ui.benchmark import (
+    ANSWERABLE_HEADERS,
     TABLE_COLUMNS,
+    VIEW_COLUMNS,
     benchmark_outputs,
     find_record,
     make_quick_benchmark,
@@ -310,7 +315,8 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     assert row["% of this machine's peak"] == pytest.approx(100 * row["GFLOP/s"] / 800.0, abs=0.1)  # the INT8 peak
     assert len(scatter.data) == len(engine.loaded)
     assert len(sweep.data) == len(engine.loaded)
-    assert list(table.columns) == list(TABLE_COLUMNS.values())
+    headers = {**TABLE_COLUMNS, **ANSWERABLE_HEADERS}
+    assert list(table.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"]]  # the default view
     assert len(table) == len(engine.loaded)
     assert list(table["× baseline, range over passes"])[:2] == ["0.90–1.10", "1.90–2.10"]
     single_pass = table_frame(record_frame(record).assign(speedup_vs_baseline_low=None))
@@ -334,8 +340,10 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )
     assert "Quick benchmark" in header and "noisy at this size" in header
+    assert table.column_widths and len(table.column_widths) == len(table.value["headers"])
+    table = pd.DataFrame(table.value["data"], columns=table.value["headers"])
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
-    assert len(scatter.data) == len(engine.loaded)
+    assert len(scatter.data) == len(engine.loaded) + 1  # and the always-"no answer" line of the SQuAD v2 views
     assert download.value and calls and calls[-1][0] == 1.0
     assert len(runs) == 1 and chooser.value == record_key(runs[0])
     keys = [key for _label, key in chooser.choices]
@@ -371,6 +379,33 @@ def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert app.parse_args(["--preset", "bert-large"]).preset == "bert-large"  # flags win over env
     monkeypatch.setenv("SPACE_ID", "someone/qa-variants")
     assert app.serve_address(args) == ("0.0.0.0", 7860)
+
+
+def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delenv("SPACE_ID", raising=False)
+
+    def load_models(_args):
+        raise AssertionError("the models were loaded before the port was checked")
+
+    monkeypatch.setattr(app, "load_models", load_models)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert app.port_in_use("127.0.0.1", port)
+        assert app.main(["--preset", "embedded", "--port", str(port)]) == 2
+    message = capsys.readouterr().err.strip()
+    assert len(message.splitlines()) == 1 and f"port {port}" in message and "--port" in message, message
+    assert "GRADIO_SERVER_PORT" not in message
+    assert not app.port_in_use("127.0.0.1", port)  # closed again: free
+
+
+def test_the_title_counts_the_variants_shown(engine) -> None:
+    intro = page_intro(engine)
+    assert intro.startswith("# One QA model, six variants side by side") and len(engine.loaded) == 6
+    assert "three ways" not in intro and "8-bit integers" in intro
+    two = SimpleNamespace(loaded=engine.loaded[:2])
+    assert page_intro(two).startswith("# One QA model, two variants")
 
 
 def test_console_progress(capsys: pytest.CaptureFixture) -> None:

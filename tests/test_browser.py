@@ -118,11 +118,15 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.wait_for_selector("#bench-scatter .js-plotly-plot .scatterlayer .point")
     assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
     assert page.locator("#bench-seqlen .scatterlayer .trace").count() == 6
-    assert "Stored benchmark record" in page.locator("#bench-header").inner_text()
-    assert "threshold 0" in page.locator("#bench-header").inner_text()
-    page.get_by_text("Best threshold (official best F1)").click()  # another accuracy view, same record
-    page.locator("#bench-header").get_by_text("official SQuAD v2 best F1").wait_for()
-    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
+    header = page.locator("#bench-header").inner_text()
+    assert "Stored benchmark record" in header and "questions whose passage holds the answer" in header  # the default
+    assert "F1, answerable questions" in page.locator("#bench-scatter").inner_text()
+    page.get_by_text("SQuAD v2, best threshold").click()  # another accuracy view, same record
+    page.locator("#bench-header").get_by_text("best F1 (threshold chosen on these questions)").wait_for()
+    assert "“no answer” to every one already scores 50.0" in page.locator("#bench-header").inner_text()
+    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 7  # and the always-"no answer" line
+    assert "always “no answer”: 50.0" in page.locator("#bench-scatter .legend").text_content()
+    assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
     page.get_by_text("Build steps").wait_for()
@@ -192,6 +196,7 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     page.set_default_timeout(60_000)
     page.goto(shipped_url)
     page.wait_for_selector("#qa-cards .qa-card")
+    assert page.evaluate(PLACEHOLDER_FITS), "the empty question box shows part of its placeholder"
     page.get_by_text("Ulan Bator: a short passage").click()
     page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Tuul River'))")
     page.get_by_role("button", name="Ask every variant").click()
@@ -218,5 +223,40 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
         assert all(b["width"] >= 0.95 * full for b in boxes) and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] / 2
     else:  # side by side
         assert all(0.4 * full <= b["width"] <= 0.6 * full for b in boxes) and boxes[0]["y"] == boxes[1]["y"]
+    page.wait_for_timeout(500)  # the table lays out its columns
+    assert page.evaluate(CUT_HEADERS) == [], "table headers cut or broken within a word"
+    record = page.locator("#bench-record input")
+    assert record.evaluate("i => getComputedStyle(i).textOverflow") == "ellipsis"
+    if device == "phone":  # the variant's name and three numbers (accuracy, share answered, speed) in view
+        assert page.evaluate(COLUMNS_IN_VIEW)[:4] == ["Variant", "F1", "% answered", "× baseline"]
+    else:  # every column, no sideways scrolling
+        assert page.evaluate(TABLE_SCROLLS) is False
     page.screenshot(path=str(shots / f"benchmark-{device}.png"), full_page=True)
     context.close()
+
+
+# A one-line box as tall as its placeholder needs: the height a copy of it (same width and font, sized by hand,
+# out of the flow so that the box keeps its width) needs to hold the placeholder as its text.
+PLACEHOLDER_FITS = """() => {
+  const box = [...document.querySelectorAll('textarea')].find(t => t.placeholder.startsWith('Ask something'));
+  const [width, height] = [box.offsetWidth, box.clientHeight];
+  const copy = box.cloneNode();
+  copy.value = box.placeholder;
+  Object.assign(copy.style, {fieldSizing: 'fixed', height: '0px', width: width + 'px', position: 'absolute'});
+  box.parentElement.appendChild(copy);
+  const needed = copy.scrollHeight;
+  copy.remove();
+  return height + 1 >= needed;
+}"""
+CUT_HEADERS = """() => [...document.querySelectorAll('#bench-table th .header')]
+  .filter(h => h.offsetParent && h.scrollWidth > h.clientWidth + 1).map(h => h.textContent)"""
+COLUMNS_IN_VIEW = """() => {
+  const view = document.querySelector('#bench-table .virtual-table-viewport') || document.querySelector('#bench-table');
+  const right = view.getBoundingClientRect().right + 1;
+  return [...document.querySelectorAll('#bench-table th')].filter(h => h.offsetParent)
+    .filter(h => h.getBoundingClientRect().right <= right).map(h => h.innerText.trim());
+}"""
+TABLE_SCROLLS = """() => {
+  const view = document.querySelector('#bench-table .virtual-table-viewport');
+  return view.scrollWidth > view.clientWidth + 1;
+}"""

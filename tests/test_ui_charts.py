@@ -4,12 +4,24 @@ axis with the always-"no answer" floor marked, plain names, every accuracy view 
 from __future__ import annotations
 
 import copy
+import html
+import re
 from pathlib import Path
 
 import pytest
 from app_helpers import tiny_engine, write_fake_record
 
-from ui.benchmark import benchmark_outputs, record_frame, stored_record
+from ui.benchmark import (
+    ANSWERABLE_HEADERS,
+    TABLE_COLUMNS,
+    VIEW_CHOICES,
+    VIEW_COLUMNS,
+    benchmark_outputs,
+    record_choices,
+    record_frame,
+    stored_record,
+    table_widths,
+)
 from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
 from ui.palette import PEER, STYLES, variant_style
 from variants.building.replica import LATENCY_ONLY
@@ -58,22 +70,75 @@ def test_a_variant_keeps_its_colour_and_marker_in_every_plot(engine, record) -> 
         assert (line.line.color, line.marker.symbol) == (style.colour, style.marker)
 
 
+def with_answered_share(record, share: float = 80.0):
+    """``record`` with the share of answerable questions answered, which the fake record leaves out."""
+    full = copy.deepcopy(record)
+    for entry in full.variants:
+        for view in entry.accuracy.values():
+            view.has_ans_answered = share
+    return full
+
+
 def test_the_f1_axis_starts_at_zero_and_marks_the_no_answer_floor(record) -> None:
-    fig = accuracy_figure(record_frame(record), no_answer_floor(record), "at threshold 0")
+    fig = accuracy_figure(record_frame(record, "pipeline"), no_answer_floor(record), "at threshold 0")
     assert tuple(fig.layout.yaxis.range) == (0, 100)
     assert no_answer_floor(record) == pytest.approx(50.0)  # 10 of the fake record's 20 questions have no answer
-    floor = [s for s in fig.layout.shapes if s.y0 == s.y1 == pytest.approx(50.0)]
-    assert floor and any("always “no answer”: 50.0" in a.text for a in fig.layout.annotations)
-    assert "at threshold 0" in fig.layout.title.text
+    floor = [t for t in fig.data if t.name == "always “no answer”: 50.0"]  # in the legend, not on the markers
+    assert len(floor) == 1 and list(floor[0].y) == [50.0, 50.0] and floor[0].line.dash == "dot"
+    assert floor[0].x[0] == 0 and floor[0].x[1] >= max(max(t.x) for t in fig.data if t is not floor[0])
+    assert "at threshold 0" in fig.layout.title.text and fig.layout.yaxis.title.text == "F1 on SQuAD v2 (%)"
     assert not any("-" in t.name and t.name == t.name.lower() for t in fig.data), "internal ids as names"
 
 
-@pytest.mark.parametrize("view", ["pipeline", "best", "calibrated"])
+def test_the_tab_leads_with_the_answerable_questions(record) -> None:
+    """The default view: F1 on the answerable questions at threshold 0 and the share answered, read from the
+    record's threshold-0 view; no always-"no answer" line (refusing scores 0 there)."""
+    assert VIEW_CHOICES[0][1] == "answerable"
+    full = with_answered_share(record)
+    header, scatter, table, *_ = benchmark_outputs(full, "")
+    plotted = {t.name: t.y[0] for t in scatter.data}
+    assert plotted == {e.short_label: e.accuracy["pipeline"].has_ans_f1 for e in full.variants}
+    assert scatter.layout.yaxis.title.text == "F1, answerable questions (%)"
+    assert "answerable questions, threshold 0" in scatter.layout.title.text
+    headers = {**TABLE_COLUMNS, **ANSWERABLE_HEADERS}  # short: the table's label says which questions
+    assert list(table.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"]]
+    assert list(table.columns[:4]) == ["Variant", "F1", "% answered", "× baseline"]  # what a phone shows
+    assert list(table["% answered"]) == [80.0] * len(full.variants)
+    assert "F1 on the 10 questions whose passage holds the answer" in header and "±31 points" in header
+    assert "qa-notice" not in header and "always" not in header
+
+
+def test_a_number_the_record_lacks_is_said_not_invented(record) -> None:
+    header, scatter, table, *_ = benchmark_outputs(record, "")  # the fake record keeps no share answered
+    assert "does not hold the share of answerable questions answered" in header
+    assert table["% answered"].isna().all() and table["F1"].notna().all()
+    older = copy.deepcopy(record)
+    for entry in older.variants:
+        entry.accuracy["pipeline"].has_ans_f1 = None  # a record that kept one score over all of SQuAD v2
+    header, scatter, table, *_ = benchmark_outputs(older, "")
+    assert "does not hold F1 on the answerable questions alone" in header and "choose a SQuAD v2 view" in header
+    assert not scatter.data and "no F1" in scatter.layout.annotations[0].text
+    header, scatter, *_ = benchmark_outputs(older, "", "pipeline")  # the SQuAD v2 view still has all it needs
+    assert "qa-notice" not in header and len(scatter.data) == len(record.variants) + 1
+
+
+@pytest.mark.parametrize("view", ["answerable", "pipeline", "best", "calibrated"])
 def test_every_accuracy_view_is_plotted(record, view: str) -> None:
-    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(record, "", view)
-    assert len(scatter.data) == len(record.variants)
-    assert table["F1"].notna().all()
+    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(with_answered_share(record), "", view)
+    squad = view != "answerable"
+    assert len(scatter.data) == len(record.variants) + squad  # + the always-"no answer" line
+    assert table["F1"].notna().all()  # on all of SQuAD v2, or on its answerable questions
+    assert ("threshold" in table.columns) == (view in ("best", "calibrated"))  # 0 for all in the pipeline view
     assert "Accuracy shown" in header
+    # One plain sentence on what the always-"no answer" line means, with the SQuAD v2 views only.
+    assert ("answering “no answer” to every one already scores 50.0" in header) == squad
+    assert len(table_widths(table)) == len(table.columns)
+
+
+def test_a_record_is_named_by_when_and_how_many_first(record) -> None:
+    """A phone's chooser shows about 30 characters: the date and the number of questions come first."""
+    (label, _key), *_ = record_choices([record], [])
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC · 20 questions · embedded · cpu", label), label
 
 
 def test_latency_bars_show_the_spread(engine) -> None:
@@ -99,6 +164,7 @@ def test_the_chart_titles_fit_a_phone(engine, record) -> None:
     40 characters at full size is cut off. Lines in <sup> (the accuracy view) are drawn smaller."""
     figures = (
         accuracy_figure(record_frame(record), no_answer_floor(record), "view"),
+        accuracy_figure(record_frame(record), None, "view", y="has_ans_f1"),
         seq_len_figure(record),
         latency_figure(engine, [], {}),  # the Ask tab's
     )
@@ -106,3 +172,7 @@ def test_the_chart_titles_fit_a_phone(engine, record) -> None:
         lines = [*fig.layout.title.text.split("<br>"), fig.layout.xaxis.title.text, fig.layout.yaxis.title.text]
         full_size = [line for line in lines if line and not line.startswith("<sup>")]
         assert full_size and all(len(line) <= 40 for line in full_size), full_size
+    for view in VIEW_COLUMNS:  # the smaller lines naming each view, as the tab draws them: 50 characters at most
+        title = benchmark_outputs(record, "", view)[1].layout.title.text
+        small = [html.unescape(line.removesuffix("</sup>")) for line in title.split("<br><sup>")[1:]]
+        assert small and all(len(line) <= 50 for line in small), small

@@ -22,6 +22,28 @@ def shown_source(source: str) -> str:
     return source
 
 
+# --- the page's title ------------------------------------------------------------------------------
+
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+LAST_STEP_WORDS = {"int8": "**quantized to 8-bit integers**", "fp16": "**run in 16-bit floats** on the GPU"}
+
+
+def page_intro(engine: Engine) -> str:
+    """The page's title and first paragraph, in Markdown, for the variants this engine loaded (six for the
+    CPU chain: the title counts what the page can show, the Ask tab's checkboxes included)."""
+    n = len(engine.loaded)
+    words = NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else f"{n:,}"
+    title = f"# One QA model, {words} variants side by side" if n > 1 else "# One QA model on this machine"
+    steps = {step for v in engine.loaded for step in v.spec.steps}
+    last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
+    return (
+        f"{title}\n"
+        f"Ask a question about a passage: the **baseline** and its versions made faster step by step (**pruned**, "
+        f"**exported to ONNX Runtime**, graph-optimized, {last}) each answer it, live on this machine. Compare "
+        "answer, latency and model size."
+    )
+
+
 # --- About tab ------------------------------------------------------------------------------------
 
 

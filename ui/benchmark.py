@@ -20,14 +20,15 @@ from .charts import accuracy_figure, no_answer_floor, seq_len_figure
 from .styles import html_block
 from .text import count, esc, fmt_params
 
-TABLE_COLUMNS = {  # records_to_frame column -> table header
+TABLE_COLUMNS = {  # records_to_frame column -> table header (short: a phone shows three or four at a time)
     "short_label": "Variant",
     "f1": "F1",
     "exact": "EM",
     "has_ans_f1": "F1 answerable",
     "no_ans_f1": "F1 unanswerable",
     "has_ans_answered": "% answerable answered",
-    "threshold": "no-answer threshold",
+    "has_ans_exact": "EM answerable",
+    "threshold": "threshold",
     "p50_ms": "median ms",
     "p90_ms": "p90 ms",
     "p99_ms": "p99 ms",
@@ -37,12 +38,50 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header
     "size_mb": "MB",
     "parameters": "params",
 }
-VIEW_CHOICES = [  # (what the tab's control says, the engine's view); the records keep all three
-    ("Threshold 0 (pipeline, what the app does)", "pipeline"),
-    ("Best threshold (official best F1)", "best"),
-    ("Calibrated threshold", "calibrated"),
+SPEED_COLUMNS = ["p50_ms", "p90_ms", "speedup_vs_baseline", "speedup_vs_baseline_spread"]
+SQUAD_COLUMNS = ["short_label", "f1", "exact", "has_ans_f1", "no_ans_f1", "has_ans_answered"]
+SIZE_COLUMNS = ["size_mb", "parameters"]
+VIEW_COLUMNS = {  # each view's table, in order: all of it in a desktop's width (the CSV has every column)
+    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", "p50_ms", "has_ans_exact",
+                   "p90_ms", "p99_ms", "throughput_qps", "speedup_vs_baseline_spread", *SIZE_COLUMNS],
+    "pipeline": [*SQUAD_COLUMNS, *SPEED_COLUMNS, *SIZE_COLUMNS],  # the threshold: 0 for all, in the header
+    "best": [*SQUAD_COLUMNS, "threshold", *SPEED_COLUMNS, *SIZE_COLUMNS],
+    "calibrated": [*SQUAD_COLUMNS, "threshold", *SPEED_COLUMNS, *SIZE_COLUMNS],
+}  # fmt: skip
+# The answerable view's headers are short: its table's label says the accuracy is on the answerable questions.
+ANSWERABLE_HEADERS = {"has_ans_f1": "F1", "has_ans_answered": "% answered", "has_ans_exact": "EM"}
+# Column widths by header (others 72px): a phone (324 px of table) shows the name and the first three numbers, the
+# rest a swipe away; a desktop every column. Fixed, so that a header wraps between words, never within one.
+COLUMN_WIDTHS = {
+    "Variant": "108px",
+    "F1": "60px",
+    "% answered": "80px",
+    "× baseline": "72px",
+    "threshold": "84px",
+    **dict.fromkeys(["F1 answerable", "F1 unanswerable", "% answerable answered", "EM answerable"], "104px"),
+    "× baseline, range over passes": "104px",
+}
+VIEW_CHOICES = [  # (what the tab's control says, the view); the records keep the three SQuAD v2 views
+    ("Answerable questions (what the app does)", "answerable"),
+    ("SQuAD v2, threshold 0", "pipeline"),
+    ("SQuAD v2, best threshold", "best"),
+    ("SQuAD v2, calibrated threshold", "calibrated"),
 ]
-DEFAULT_VIEW = "pipeline"
+# The default view: people ask questions their passage answers, so the tab leads with F1 on SQuAD v2's answerable
+# questions at the app's rule (threshold 0: the record's "pipeline" view) and the share of them answered.
+DEFAULT_VIEW = "answerable"
+RECORD_VIEW = {"answerable": "pipeline"}  # the record's view each of the tab's views reads
+SHOWN_TITLES = {  # the header's words for the SQuAD v2 views (the answerable one has a sentence of its own)
+    "pipeline": "all of SQuAD v2, " + VIEW_TITLES["pipeline"],
+    "best": "all of SQuAD v2, " + VIEW_TITLES["best"].removeprefix("official SQuAD v2 "),
+    "calibrated": "all of SQuAD v2, " + VIEW_TITLES["calibrated"],
+}
+CHART_TITLES = {  # the chart's line naming the view: at most 50 characters (a phone's plot shows about 55)
+    "answerable": "answerable questions, threshold 0 (the app's rule)",
+    "pipeline": "all of SQuAD v2, threshold 0 (the app's rule)",
+    "best": "all of SQuAD v2, best threshold (chosen on it)",
+    "calibrated": "all of SQuAD v2, each model's calibrated threshold",
+}
 QUICK_DEFAULT = 50  # questions; at fewer, F1 differences of several points are chance
 
 
@@ -71,10 +110,20 @@ def record_key(record: Record) -> str:
     return f"file:{record.file}" if record.file else f"quick:{record.created}"
 
 
+def record_label(record: Record) -> str:
+    """A record's name in the chooser, what tells records apart first (a phone shows about 30 characters):
+    when, how many questions, then preset, device and hardware, e.g. "2026-11-26 11:48 UTC · 501 questions ·
+    embedded · cpu · AMD EPYC (2 cores)"."""
+    when = record.created.replace("T", " ").rstrip("Z")[:16] + " UTC"
+    size = f"{count(record.n_questions)} questions"
+    size = f"quick run, {size}" if record.is_quick else size
+    return " · ".join([when, size, record.preset, record.device, hardware_label(record.hardware, record.device)])
+
+
 def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
     """This session's quick runs first (newest first), then every stored record."""
-    runs = [(f"This session: {r.title()}", record_key(r)) for r in reversed(quick)]
-    return runs + [(r.title(), record_key(r)) for r in stored]
+    runs = [(f"This session: {record_label(r)}", record_key(r)) for r in reversed(quick)]
+    return runs + [(record_label(r), record_key(r)) for r in stored]
 
 
 def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> Record | None:
@@ -83,10 +132,51 @@ def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> R
 
 def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
     """One row per variant (and the transformers-pipeline peer, if measured) of ``record``, with the accuracy
-    columns of ``view``."""
+    columns of ``view`` (the answerable view reads the record's threshold-0 view)."""
     if record is None:
         return None
-    return results.records_to_frame([record], view=view)
+    return results.records_to_frame([record], view=RECORD_VIEW.get(view, view))
+
+
+def plotted_column(view: str) -> str:
+    """The frame column the accuracy chart plots for ``view``: F1 on the answerable questions, or on them all."""
+    return "has_ans_f1" if view == "answerable" else "f1"
+
+
+def missing_numbers(frame, view: str) -> str:
+    """What ``view`` needs that the record does not hold, said plainly (empty when nothing is missing)."""
+    if frame is None or not len(frame) or view != "answerable":
+        return ""
+    measured = frame[~frame["latency_only"].fillna(False).astype(bool)]
+    if not len(measured):
+        return ""
+    if measured["has_ans_f1"].isna().all():
+        return (
+            "This record does not hold F1 on the answerable questions alone (older records kept one score over "
+            "all of SQuAD v2): choose a SQuAD v2 view, or run a quick benchmark."
+        )
+    if measured["has_ans_answered"].isna().all():
+        return "This record does not hold the share of answerable questions answered (records from before it was kept)."
+    return ""
+
+
+def view_sentence(record: Record, frame, view: str) -> str:
+    """What the accuracy shown means, in plain words (HTML-escaped)."""
+    if view == "answerable":
+        answerable = frame["has_ans_n"].dropna().max() if frame is not None and len(frame) else None
+        n = f"the {count(answerable)} " if answerable else "the "
+        return (
+            f"Accuracy shown: F1 on {esc(n)}questions whose passage holds the answer (what people ask the app), "
+            "at threshold 0, the app's rule, and the share of them given an answer rather than “no answer”."
+        )
+    text = f"Accuracy shown: {esc(SHOWN_TITLES.get(view, view))}."
+    floor = no_answer_floor(record)
+    if floor is not None:
+        text += (
+            f" About half of SQuAD v2's questions have no answer in their passage, so answering “no answer” to "
+            f"every one already scores {floor:.1f} (the dotted line): this mix rewards refusing as much as answering."
+        )
+    return text
 
 
 def noise_points(n: int | None) -> float | None:
@@ -101,8 +191,10 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
             f'<div class="qa-notice">{esc(note)} Run <code>python -m variants bench</code> to add one, '
             "or press <b>Run quick benchmark</b> below.</div>"
         )
-    questions = record.n_questions
     frame = record_frame(record, view)
+    questions = record.n_questions
+    if view == "answerable" and len(frame) and frame["has_ans_n"].notna().any():
+        questions = int(frame["has_ans_n"].max())  # the F1 shown rests on these
     timed = frame["n_latency"].dropna().max() if len(frame) else None
     passes = frame["latency_passes"].dropna().max() if len(frame) else None
     hardware = hardware_label(record.hardware, record.device)
@@ -110,10 +202,12 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     file = Path(str(record.data.get("file", ""))).name
     random_weights = [e.short_label for e in record.entries if e.latency_only]
     measured = "Latency" if random_weights and len(random_weights) == len(record.entries) else "Accuracy"
-    sample = f"{measured} on {count(questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
+    sample = f"{measured} on {count(record.n_questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
     noise = noise_points(questions) if measured == "Accuracy" else None
     if noise:
-        sample += f" ({'noisy at this size: ' if record.noisy else ''}an F1 is known to ±{noise:.0f} points at most)"
+        which = f"on {count(questions)} questions " if questions != record.n_questions else ""
+        noisy = "noisy at this size: " if record.noisy else ""
+        sample += f" ({noisy}an F1 {which}is known to ±{noise:.0f} points at most)"
     lines = [
         f"<b>{esc(source)}</b> · preset <code>{esc(record.preset)}</code> · device <code>{esc(record.device)}</code>"
         f" · measured {esc(record.created)}",
@@ -127,11 +221,12 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         ),
     ]
     if measured == "Accuracy":
-        lines.append(f"Accuracy shown: {esc(VIEW_TITLES.get(view, view))}")
+        lines.append(view_sentence(record, frame, view))
     if random_weights:
         which = "every variant" if measured == "Latency" else ", ".join(random_weights)
         lines.append(f'<span class="qa-latency-only">{esc(LATENCY_ONLY)}</span>: {esc(which)} (no accuracy measured)')
-    warn = f'<div class="qa-notice">{esc(note)}</div>' if note else ""
+    missing = missing_numbers(frame, view)
+    warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, missing) if text)
     return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
 
 
@@ -143,14 +238,16 @@ def spread(low: float | None, high: float | None) -> str:
     return "" if pd.isna(low) or pd.isna(high) else f"{low:.2f}–{high:.2f}"
 
 
-def table_frame(frame):
+def table_frame(frame, view: str = DEFAULT_VIEW):
+    """The table of ``view``: its columns (:data:`VIEW_COLUMNS`) under their short headers, numbers rounded."""
     import pandas as pd  # noqa: PLC0415
 
+    columns = VIEW_COLUMNS.get(view, VIEW_COLUMNS["pipeline"])
     if frame is None or not len(frame):
-        return pd.DataFrame(columns=list(TABLE_COLUMNS.values()))
+        return pd.DataFrame(columns=[TABLE_COLUMNS[c] for c in columns])
     bounds = zip(frame["speedup_vs_baseline_low"], frame["speedup_vs_baseline_high"], strict=True)
     frame = frame.assign(speedup_vs_baseline_spread=[spread(low, high) for low, high in bounds])
-    shown = [c for c in TABLE_COLUMNS if c in frame.columns]
+    shown = [c for c in columns if c in frame.columns]
     if not frame["speedup_vs_baseline_spread"].astype(bool).any():
         shown.remove("speedup_vs_baseline_spread")  # one pass: no range to show
     table = frame[shown].copy()
@@ -161,7 +258,20 @@ def table_frame(frame):
             table[column] = table[column].map(fmt_params)
         elif column not in ("short_label", "speedup_vs_baseline_spread"):
             table[column] = table[column].astype(float).round(2)
-    return table.rename(columns=TABLE_COLUMNS)
+    return table.rename(columns={**TABLE_COLUMNS, **(ANSWERABLE_HEADERS if view == "answerable" else {})})
+
+
+def table_widths(table) -> list[str]:
+    """Fixed column widths for ``table`` (:data:`COLUMN_WIDTHS`); without them a long name took a third of a
+    phone and a header one letter a line."""
+    return [COLUMN_WIDTHS.get(h, "72px") for h in table.columns]
+
+
+def table_label(view: str) -> str:
+    """The table's title, which says on which questions its accuracy columns are."""
+    if view == "answerable":
+        return "Per variant · F1, EM and % answered on the answerable questions"
+    return "Per variant · accuracy on all of SQuAD v2"
 
 
 PROFILE_COLUMNS = [
@@ -225,11 +335,12 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
     """(header, scatter, table, seq-len chart, profile note, profile table, CSV path) for a record or none,
     accuracy as ``view`` has it."""
     frame = record_frame(record, view) if record is not None else None
-    csv = write_csv(frame, record, view) if record is not None else None
+    csv = write_csv(frame, record, RECORD_VIEW.get(view, view)) if record is not None else None
+    floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0
     return (
         record_header(record, note, view),
-        accuracy_figure(frame, no_answer_floor(record), VIEW_TITLES.get(view, view)),
-        table_frame(frame),
+        accuracy_figure(frame, floor, CHART_TITLES.get(view, view), y=plotted_column(view)),
+        table_frame(frame, view),
         seq_len_figure(record),
         profile_note(record),
         profile_frame(record),
@@ -259,9 +370,11 @@ def make_quick_benchmark(
 
 
 def select_outputs(record: Record | None, note: str, view: str) -> tuple:
-    """What the tab shows for ``record``: header, scatter, table, sweep and the download button."""
-    *shown, csv = benchmark_outputs(record, note, view)
-    return (*shown, gr.DownloadButton(value=csv, interactive=csv is not None))
+    """What the tab shows for ``record``: header, scatter, table (with its column widths), sweep and the
+    download button."""
+    header, scatter, table, *shown, csv = benchmark_outputs(record, note, view)
+    table = gr.Dataframe(table, column_widths=table_widths(table), label=table_label(view))
+    return (header, scatter, table, *shown, gr.DownloadButton(value=csv, interactive=csv is not None))
 
 
 def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path, run_quick: QuickBenchmark):
@@ -275,16 +388,17 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             value=record_key(record) if record else None,
             label="Benchmark record",
             info="Every stored record, and the quick runs of this session.",
-            scale=3,
+            scale=1,
             min_width=320,  # below that (a phone) the two controls stack
             elem_id="bench-record",
         )
         view = gr.Radio(
             VIEW_CHOICES,
             value=DEFAULT_VIEW,
-            label="Accuracy at which no-answer threshold",
-            info="F1 on SQuAD v2 moves by about ten points with it: half its questions have no answer.",
-            scale=2,
+            label="Accuracy on which questions",
+            info="Answerable: the passage holds the answer, as when people ask. SQuAD v2: its full test mix, "
+            "half of it unanswerable, at one of three no-answer thresholds.",
+            scale=1,
             min_width=320,
             elem_id="bench-view",
         )
@@ -294,7 +408,15 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             scatter = gr.Plot(scatter0, show_label=False, elem_id="bench-scatter")
         with gr.Column(min_width=480):
             sweep = gr.Plot(sweep0, show_label=False, elem_id="bench-seqlen")
-    table = gr.Dataframe(table0, label="Per variant", interactive=False, wrap=True, elem_id="bench-table")
+    table = gr.Dataframe(
+        table0,
+        label=table_label(DEFAULT_VIEW),
+        interactive=False,
+        wrap=True,
+        column_widths=table_widths(table0),
+        pinned_columns=1,  # the variant's name stays in view while a phone scrolls the numbers sideways
+        elem_id="bench-table",
+    )
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
         profile = gr.Dataframe(profile0, label="Time per question, split", interactive=False, wrap=True)

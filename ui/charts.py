@@ -54,7 +54,7 @@ def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantR
             hovertemplate="median %{x:.1f} ms<extra></extra>",
         )
     else:
-        _empty(fig, "Latencies appear here as each variant answers")
+        _empty(fig, "Latencies appear here<br>as each variant answers")  # two short lines: a phone's plot is narrow
     fig.update_layout(
         title={
             "text": "Median latency, this question<br><sup>whisker: fastest to slowest run</sup>",
@@ -90,13 +90,18 @@ def no_answer_floor(record: Record | None) -> float | None:
     return 100 * none / n if n and none is not None else None
 
 
-def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Figure:
+Y_TITLES = {"f1": "F1 on SQuAD v2 (%)", "has_ans_f1": "F1, answerable questions (%)"}
+
+
+def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = "f1") -> go.Figure:
     """F1 against median latency, one marker per variant (its own colour and shape, its plain name in the
-    legend), a bar from the median to p90. The F1 axis runs from 0 to 100 so that a few points look like a
-    few points, and a dotted line marks ``floor``, the F1 of always answering "no answer" (the share of
-    unanswerable questions). ``view`` names the accuracy view plotted (which no-answer threshold)."""
+    legend), a bar from the median to p90. ``y`` is the frame's column plotted: ``f1`` (all of SQuAD v2) or
+    ``has_ans_f1`` (its answerable questions). The F1 axis runs from 0 to 100 so that a few points look like a
+    few points; ``floor``, the F1 of always answering "no answer" (the share of unanswerable questions), is a
+    dotted line named in the legend (a label on the plot sat on the markers). ``view`` names the accuracy
+    view plotted."""
     fig = go.Figure()
-    rows = frame.dropna(subset=["f1", "p50_ms"]) if frame is not None and len(frame) else None
+    rows = frame.dropna(subset=[y, "p50_ms"]) if frame is not None and len(frame) else None
     if rows is not None and "latency_only" in rows:
         rows = rows[~rows["latency_only"].fillna(False).astype(bool)]  # random weights: no F1 to plot
     if rows is not None and len(rows):
@@ -106,7 +111,7 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Fig
             p90 = row.p90_ms if not _missing(row.p90_ms) else row.p50_ms
             fig.add_scatter(
                 x=[row.p50_ms],
-                y=[row.f1],
+                y=[getattr(row, y)],
                 mode="markers",
                 name=str(row.short_label),
                 error_x={"type": "data", "symmetric": False, "array": [p90 - row.p50_ms], "arrayminus": [0]},
@@ -121,27 +126,32 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "") -> go.Fig
                 hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
             )
         if floor is not None:
-            fig.add_hline(
-                y=floor,
-                line={"dash": "dot", "color": "#9ca3af"},
-                annotation_text=f"always “no answer”: {floor:.1f}",
-                annotation_position="bottom right",
-                annotation_font={"size": 11, "color": "#6b7280"},
+            right = max(max(r.p90_ms, r.p50_ms) if not _missing(r.p90_ms) else r.p50_ms for r in rows.itertuples())
+            fig.add_scatter(
+                x=[0, right * 1.05],
+                y=[floor, floor],
+                mode="lines",
+                name=f"always “no answer”: {floor:.1f}",
+                line={"dash": "dot", "color": "#6b7280", "width": 2},
+                hoverinfo="skip",
             )
         fig.update_yaxes(range=[0, 100])
         fig.update_xaxes(rangemode="tozero")
     elif frame is not None and len(frame) and frame["latency_only"].fillna(False).astype(bool).all():
         _empty(fig, f"{LATENCY_ONLY.capitalize()}: no F1 to plot<br>(the latency plot beside this one holds)")
+    elif frame is not None and len(frame) and y != "f1":
+        _empty(fig, "This record holds no F1<br>on the answerable questions alone")
     else:
         _empty(fig, "No accuracy and latency numbers yet")
     # Short lines: a phone's plot is ~320 px wide and plotly does not wrap titles.
     title = "Accuracy against speed<br><sup>up and left is better</sup>"
     title += f"<br><sup>{esc(view)}</sup>" if view else ""
-    return _chart_layout(fig, title, "median ms per question, bar to p90", "F1 on SQuAD v2 (%)")
+    fig = _chart_layout(fig, title, "median ms per question, bar to p90", Y_TITLES.get(y, y))
+    return fig.update_layout(margin={"t": 96 if view else 80})  # the title's third line clear of the axis
 
 
 def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
-    """The benchmark tab's common chart style: title, axes, white template, legend below (it wraps on a phone)."""
+    """The benchmark tab's common chart style: title, axes, white template, legend at the foot (it wraps on a phone)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         xaxis_title=x_title,
@@ -149,7 +159,9 @@ def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
         height=480,
         margin={"l": 10, "r": 20, "t": 80, "b": 40},
         template="plotly_white",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "font": {"size": 11}},
+        # At the figure's foot (container coordinates), so that plotly makes room for it below the axis title: placed
+        # under the plot area instead, it met the x-axis title on a phone, where the legend is one column.
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "font": {"size": 11}},
     )
     return fig
 

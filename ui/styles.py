@@ -55,7 +55,19 @@ BANNER_CSS = """
 .qa-ok { padding: 10px 14px; border-radius: 8px; border: 1px solid #16a34a; background: #f0fdf4; color: #14532d;
   overflow-wrap: anywhere; }
 """
-PAGE_CSS = ".gradio-container { max-width: 1400px !important; }"
+PAGE_CSS = """
+.gradio-container { max-width: 1400px !important; }
+/* A one-line box as tall as its text, placeholder included: on a phone the question's placeholder wraps to two
+   lines, of which a one-row box showed one and a half (browsers without field-sizing keep the one row). */
+.gradio-container textarea[rows="1"] { field-sizing: content; width: 100%; }
+/* A record's name longer than its chooser ends in an ellipsis before the chevron, not under it. */
+#bench-record input { text-overflow: ellipsis; padding-right: 28px; }
+/* The benchmark table: the page's font, small (narrower than Gradio's monospace: a phone shows four columns),
+   headers wrapped between words only (with break-word "answerable" broke as "answerab / le"); column widths are
+   set with the table. */
+#bench-table th, #bench-table .body-cell { font-family: var(--font); font-size: var(--text-sm); }
+#bench-table th .header { word-break: normal; overflow-wrap: normal; }
+"""
 
 
 def launch_style() -> dict:
