@@ -405,6 +405,7 @@ class Engine:
                 else:
                     last_ms[name], result.pending = (time.perf_counter() - warm) * 1000, True
                     _fill(result, with_null_decision(ans, result.null_threshold))
+            if rule.warmup:  # each variant's card can show its answer (or its error) now
                 yield AskProgress(results, "answering", 0, rule)
         rounds, last_round_s = 0, 0.0
         while runners and rule.another_round(rounds, time.perf_counter() - started, last_round_s):
