@@ -172,7 +172,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print("\n".join(answer_line(r) for r in results))
     timing = next((r.timing for r in results if r.timing), "")
     if timing:
-        print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns")
+        # on stderr: stdout stays one line per variant
+        print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns", file=sys.stderr)
     return 0
 
 

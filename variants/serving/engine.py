@@ -406,7 +406,7 @@ class Engine:
                     last_ms[name], result.pending = (time.perf_counter() - warm) * 1000, True
                     _fill(result, with_null_decision(ans, result.null_threshold))
             if rule.warmup:  # each variant's card can show its answer (or its error) now
-                yield AskProgress(results, "answering", 0, rule)
+                yield AskProgress(_snapshot(results), "answering", 0, rule)
         rounds, last_round_s = 0, 0.0
         while runners and rule.another_round(rounds, time.perf_counter() - started, last_round_s):
             round_started = time.perf_counter()
@@ -426,9 +426,9 @@ class Engine:
             rounds += 1
             last_round_s = time.perf_counter() - round_started
             _fill_timing(results, rule, done=False)
-            yield AskProgress(results, "timing", rounds, rule)
+            yield AskProgress(_snapshot(results), "timing", rounds, rule)
         _fill_timing(results, rule, done=True)
-        yield AskProgress(results, "done", rounds, rule)
+        yield AskProgress(_snapshot(results), "done", rounds, rule)
 
     def _attempt(self, result: VariantResult, call: Callable[[], Answer]) -> Answer | None:
         """``call``'s answer, or None with the failure as the result's one-line error (bad input is raised:
@@ -490,6 +490,11 @@ def _fill(result: VariantResult, ans: Answer) -> None:
     result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
     result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
     result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
+
+
+def _snapshot(results: dict[str, VariantResult]) -> dict[str, VariantResult]:
+    """Copies of the results as they stand (the engine goes on filling its own)."""
+    return {name: replace(r, latency_runs=list(r.latency_runs)) for name, r in results.items()}
 
 
 def _fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool) -> None:
