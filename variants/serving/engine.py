@@ -28,7 +28,7 @@ from variants.answering.qa import (
     with_null_decision,
 )
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
-from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, SERVED, TimingRule, speedup, spread
+from variants.answering.timing import SERVED, TimingRule, speedup, spread
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable
 from variants.core import config
@@ -449,14 +449,18 @@ class Engine:
         context: str,
         names: list[str] | None = None,
         *,
-        repeats: int | None = None,
-        budget_s: float | None = DEFAULT_BUDGET_S,
+        repeats: int = 1,
+        budget_s: float | None = None,
         null_threshold: NullThreshold | None = None,
         rule: TimingRule | None = None,
     ) -> Iterator[VariantResult]:
-        """Each variant's final result (baseline first), timed by ``rule``, else by the shared rule with
-        ``repeats`` timed runs at most (default 5) and ``budget_s`` (None: no budget)."""
-        rule = rule or TimingRule(runs=DEFAULT_RUNS if repeats is None else repeats, budget_s=budget_s)
+        """Each variant's final result (baseline first), timed by ``rule``. Without one, as before the rule
+        had a name: ``repeats`` 1 is one run as served (:data:`~variants.answering.timing.SERVED`), more
+        is the shared rule with ``repeats`` timed runs at most under ``budget_s`` (None: no budget). The
+        interfaces (Ask tab, CLI, ``/answer``) pass :class:`~variants.answering.timing.TimingRule`'s defaults.
+        """
+        if rule is None:
+            rule = SERVED if repeats == 1 else TimingRule(runs=repeats, budget_s=budget_s)
         *_, last = self.ask_stream(question, context, names, rule=rule, null_threshold=null_threshold)
         yield from last.results.values()
 
@@ -466,8 +470,8 @@ class Engine:
         context: str,
         names: list[str] | None = None,
         *,
-        repeats: int | None = None,
-        budget_s: float | None = DEFAULT_BUDGET_S,
+        repeats: int = 1,
+        budget_s: float | None = None,
         null_threshold: NullThreshold | None = None,
         rule: TimingRule | None = None,
     ) -> list[VariantResult]:
