@@ -178,7 +178,7 @@ def _timing_note(result: VariantResult) -> str:
         return ""
     budget = f"{result.budget_s:g} s " if result.budget_s else ""
     return (
-        f'<div class="qa-note qa-timing" title="{esc(result.timing)}">{result.timed_runs} timed '
+        f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{result.timed_runs} timed '
         f"run{'s' if result.timed_runs != 1 else ''}: a long passage, so fewer runs to stay within the "
         f"{esc(budget)}time limit</div>"
     )
@@ -251,7 +251,8 @@ def summary_html(engine: Engine, names: list[str], results: dict[str, VariantRes
 
 
 def _timing_line(ok: list[VariantResult]) -> str:
-    """What the timing did, e.g. "Medians of 3 timed runs each (5 asked; ...)", when the engine said."""
+    """What the timing did, when the engine said, e.g. "Latency: 3 timed runs (5 asked; the 12 s time budget
+    allowed 3), after one untimed warm-up run each, in turns." """
     note = next((r.timing for r in ok if r.timing), "")
     return f'<br><span class="qa-muted">Latency: {esc(note)}, in turns.</span>' if note else ""
 
