@@ -176,11 +176,11 @@ def _timing_note(result: VariantResult) -> str:
     """When the time budget allowed fewer timed runs than asked, the card says how many were done."""
     if result.pending or not result.timed_runs or result.timed_runs >= result.runs_asked:
         return ""
-    budget = f"{result.budget_s:g} s " if result.budget_s else ""
+    budget = f" of {result.budget_s:g} s" if result.budget_s else ""
+    runs = f"{result.timed_runs} timed run{'s' if result.timed_runs != 1 else ''}"
     return (
-        f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{result.timed_runs} timed '
-        f"run{'s' if result.timed_runs != 1 else ''}: a long passage, so fewer runs to stay within the "
-        f"{esc(budget)}time limit</div>"
+        f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{runs}, not {result.runs_asked}: '
+        f"what fitted in the time limit{esc(budget)} (a long passage takes longer per run)</div>"
     )
 
 
