@@ -40,7 +40,7 @@ from variants.serving.engine import load_engine
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "data" / "squad_v2_dev_sample.json"
 HEADLINE = ["baseline", "pruned", "pruned-onnx-opt-int8"]
-NORMANS = "56ddde6b9a695914005b9629"  # "In what country is Normandy located?", a 1-window paragraph
+NORMANS = "56ddde6b9a695914005b9629"  # "When were the Normans in Normandy?": its paragraph is one window
 
 
 def long_passage(title: str, chars: int) -> tuple[str, str, list[str]]:
