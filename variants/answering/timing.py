@@ -1,4 +1,5 @@
-"""Timing and memory primitives for the benchmark (:mod:`variants.benchmarking.bench`).
+"""Timing and memory primitives for the benchmark (:mod:`variants.benchmarking.bench`), and the one timing
+rule every interface shares (:class:`TimingRule`, with :func:`speedup`, the one place a speedup is computed).
 
 Everything here times with ``time.perf_counter`` around calls that return only once the device has
 finished (``QAModel.run`` copies its outputs to the CPU). An ``Answerer`` is any callable that takes
