@@ -125,7 +125,7 @@ def test_api_surface(client: Client) -> None:
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/answer"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
-    assert params == ["context", "question", "null_threshold"]
+    assert params == ["context", "question", "null_threshold", "runs", "budget_s"]
 
 
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
@@ -144,9 +144,11 @@ def test_ask_streams_a_card_per_variant(engine) -> None:
     steps = [v.spec.name for v in engine.loaded if not v.spec.headline]
     outputs = list(make_ask(engine)(CONTEXT, QUESTION, steps, last={}))
     n = len(engine.loaded)
-    assert len(outputs) == n + 2  # all running, one per finished variant, final
+    assert len(outputs) == 1 + n + 5 + 1  # all running, one per answered variant, one per timed round, final
+    answered = [cards.count('data-state="timing"') for cards, *_ in outputs[: n + 1]]
+    assert answered == list(range(n + 1))  # each card shows its answer as soon as its variant answered
     done = [cards.count('data-state="done"') for cards, *_ in outputs]
-    assert done == [0, *range(1, n + 1), n]
+    assert done == [0] * (n + 6) + [n]
     assert outputs[0][0].count('data-state="running"') == n
     cards, summary, chart, last = outputs[-1]
     assert "than the baseline" in summary or "The baseline was fastest" in summary
@@ -170,8 +172,8 @@ def test_ask_rejects_bad_input_with_gr_error(engine) -> None:
 
 
 def test_summary_names_the_trade_off(engine) -> None:
-    def result(name: str, ms: float, mb: float, answer: str = "paris") -> VariantResult:
-        return VariantResult(name, name.title(), answer=answer, latency_ms=ms, size_mb=mb, speedup=10.0 / ms)
+    def result(name: str, ms: float, mb: float, answer: str = "paris", base_ms: float = 10.0) -> VariantResult:
+        return VariantResult(name, name.title(), answer=answer, latency_ms=ms, size_mb=mb, speedup=base_ms / ms)
 
     names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
     fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
@@ -179,7 +181,7 @@ def test_summary_names_the_trade_off(engine) -> None:
     text = summary_html(engine, names, fast, running=False)
     assert "Pruned + ONNX + INT8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
     assert "3 of 3 variants answered; 1 of the 2 other answers match the baseline's" in html.unescape(text)
-    slow = {"baseline": result("baseline", 1, 400), "pruned": result("pruned", 2, 400, answer=" Paris ")}
+    slow = {"baseline": result("baseline", 1, 400, base_ms=1), "pruned": result("pruned", 2, 400, " Paris ", 1)}
     text = summary_html(engine, names, slow, running=False)
     assert "The baseline was fastest" in text and "smaller" not in text
     assert "2 of 2 variants answered; 1 of the 1 other answers match the baseline's" in html.unescape(text)

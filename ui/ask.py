@@ -7,7 +7,9 @@ from pathlib import Path
 import gradio as gr
 
 from variants.answering.qa import InputError, parse_null_threshold
+from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule
 from variants.building import custom
+from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine, VariantResult
 
@@ -18,7 +20,6 @@ from .styles import CARD_CSS, html_block
 from .text import esc
 
 log = logging.getLogger("app")
-DEFAULT_RUNS = 5  # timed runs per variant in the Ask tab, after one untimed run
 
 # --- examples -------------------------------------------------------------------------------------
 
@@ -59,14 +60,17 @@ def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]
     return rows, labels
 
 
-def selected_names(engine: Engine, extra: list[str] | None) -> list[str]:
-    """The headline variants plus the intermediate steps ticked in the checkbox group."""
-    extra = set(extra or [])
-    return [v.spec.name for v in engine.loaded if v.spec.headline or v.spec.name in extra]
+def selected_names(engine: Engine, extra: list[str] | None, leave_out: list[str] | None = None) -> list[str]:
+    """The headline variants plus the intermediate steps ticked in the checkbox group, less those left out."""
+    extra, leave_out = set(extra or []), set(leave_out or [])
+    return [
+        v.spec.name for v in engine.loaded if (v.spec.headline or v.spec.name in extra) and v.spec.name not in leave_out
+    ]
 
 
 def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
-    """The Ask handler: yields (cards, summary, chart, last) after each variant finishes."""
+    """The Ask handler: yields (cards, summary, chart, last) as each variant answers, after each round of
+    timed runs, and at the end (the engine's one timing rule, :class:`~variants.answering.timing.TimingRule`)."""
 
     def ask(
         context: str,
@@ -75,13 +79,16 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
         rule: str = "pipeline",
         margin: float = 0.0,
         runs: float = DEFAULT_RUNS,
+        leave_out: list[str] | None = None,
         last: dict | None = None,
     ) -> Iterator[tuple]:
         try:
             engine.check_input(question, context)
         except InputError as exc:
             raise gr.Error(str(exc)) from None
-        names = selected_names(engine, extra)
+        names = selected_names(engine, extra, leave_out)
+        if not names:
+            raise gr.Error("Every variant is left out: untick one under “Leave out”.")
         results: dict[str, VariantResult] = {}
         yield (
             cards_html(engine, names, results, context, running=True),
@@ -89,14 +96,16 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
             latency_figure(engine, names, results),
             last,
         )
+        timing = TimingRule(runs=int(runs), budget_s=DEFAULT_BUDGET_S)
         try:
             threshold = null_threshold(rule, margin)
-            for result in engine.ask_iter(question, context, names, repeats=int(runs), null_threshold=threshold):
-                results[result.variant] = result
-                running = len(results) < len(names)
+            for progress in engine.ask_stream(question, context, names, rule=timing, null_threshold=threshold):
+                results = progress.results
+                if progress.phase == "done":
+                    break
                 yield (
-                    cards_html(engine, names, results, context, running=running),
-                    summary_html(engine, names, results, running=running),
+                    cards_html(engine, names, results, context, running=True),
+                    summary_html(engine, names, results, running=True),
                     latency_figure(engine, names, results),
                     last,
                 )
@@ -132,11 +141,11 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
     return validate
 
 
-def make_reselect(engine: Engine) -> Callable[[list[str], dict], tuple]:
+def make_reselect(engine: Engine) -> Callable[..., tuple]:
     """Show or hide the intermediate steps' cards without re-running anything."""
 
-    def reselect(extra: list[str], last: dict) -> tuple:
-        names = selected_names(engine, extra)
+    def reselect(extra: list[str], last: dict, leave_out: list[str] | None = None) -> tuple:
+        names = selected_names(engine, extra, leave_out)
         results = {k: v for k, v in (last or {}).get("results", {}).items() if k in names}
         context = (last or {}).get("context", "")
         return (
@@ -149,20 +158,32 @@ def make_reselect(engine: Engine) -> Callable[[list[str], dict], tuple]:
 
 
 def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
-    def answer(context: str, question: str, null_threshold: float | str | None = None) -> list[dict]:
-        """Answer `question` from `context` with every loaded variant.
+    def answer(
+        context: str,
+        question: str,
+        null_threshold: float | str | None = None,
+        runs: int = DEFAULT_RUNS,
+        budget_s: float | None = DEFAULT_BUDGET_S,
+    ) -> list[dict]:
+        """Answer `question` from `context` with every loaded variant, timed as the Ask tab times them.
 
         `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
         default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
+        Timing: every variant answers once untimed, then they take turns, one timed run each per round,
+        for at most `runs` rounds (default 5) while the next round fits in `budget_s` seconds for the whole
+        call (default 10; empty or 0: no limit), and at least one.
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
-        latency_ms, latency_runs, latency_min_ms, latency_max_ms, null_threshold, device, provider, dtype,
-        start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup and
-        error; `answer` is "" when the model finds no answer in the context, and `guess` (with its offsets
-        and probability) is then the best span that "no answer" beat.
+        latency_ms (the median of the timed runs), latency_runs, latency_min_ms, latency_max_ms, timed_runs
+        (k), runs_asked, budget_s, timing (what was done, in words), null_threshold, device, provider, dtype,
+        start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup
+        (baseline median / this median), latency_only, pending and error; `answer` is "" when the model finds
+        no answer in the context, and `guess` (with its offsets and probability) is then the best span that
+        "no answer" beat.
         """
         try:
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
-            return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold)]
+            timing = TimingRule(runs=int(runs), budget_s=float(budget_s) if budget_s else None)
+            return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold, rule=timing)]
         except (InputError, ValueError) as exc:
             raise gr.Error(str(exc)) from None
 
@@ -279,8 +300,16 @@ def ask_tab(
                 20,
                 value=DEFAULT_RUNS,
                 step=1,
-                label="Timed runs per variant",
-                info="After one untimed run; the cards show the median and the spread.",
+                label="Timed runs per variant (at most)",
+                info=f"Every variant answers once untimed, then they take turns. Long passages get fewer runs, "
+                f"to finish within about {DEFAULT_BUDGET_S:g} s; the cards show the median and the spread.",
+            )
+            leave_out = gr.CheckboxGroup(
+                [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if v.spec.headline],
+                value=[],
+                label="Leave out",
+                info="Skip slow variants to answer long passages sooner (without the baseline, no speedups).",
+                elem_id="leave-out",
             )
             extra = gr.CheckboxGroup(
                 steps,
@@ -302,7 +331,7 @@ def ask_tab(
     summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
     cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
     chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
-    inputs = [context, question, extra, rule, margin, runs, last]
+    inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     gr.on(
         [submit.click, question.submit],
         make_ask(engine),
@@ -315,7 +344,14 @@ def ask_tab(
     )
     gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
     rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
-    extra.change(make_reselect(engine), [extra, last], [cards, summary, chart], queue=False, api_visibility="private")
+    gr.on(
+        [extra.change, leave_out.change],
+        make_reselect(engine),
+        [extra, last, leave_out],
+        [cards, summary, chart],
+        queue=False,
+        api_visibility="private",
+    )
     if custom_mb is not None:
         gr.on(
             [load.click, model_id.submit],

@@ -1,5 +1,6 @@
 """The Ask tab's cards and summary line: pure functions of the loaded variants and their results."""
 
+from variants.answering.timing import same_size, size_ratio
 from variants.building import custom
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
@@ -32,8 +33,10 @@ LATENCY_ONLY_TIP = (
 )
 LATENCY_TIP = (
     "Median of {runs} timed runs after one untimed warm-up run; the range is the fastest and the slowest run. "
+    "Every variant is warmed up before any is timed, and they take turns, one run each per round. "
     "Speedups compare medians."
 )
+SPEED_TIP = "Baseline median ÷ this median: above 1 is faster, below 1 slower."
 
 
 def plain_runtime(device: str, provider: str, dtype: str) -> str:
@@ -51,12 +54,32 @@ def _metric(value: str, caption: str, extra: str = "", tip: str = "") -> str:
 
 def _latency_metric(result: VariantResult) -> str:
     """The median latency with the number of timed runs and their spread, explained in the tooltip."""
+    if result.pending:
+        return _metric("timing…", f"{result.timed_runs} of up to {result.runs_asked} runs", "qa-key")
     runs = len(result.latency_runs) or 1
     low, high = result.latency_min_ms, result.latency_max_ms
     caption = f"median of {runs} runs" if runs > 1 else "one run"
     if runs > 1 and low is not None and high is not None:
         caption += f" · {fmt_ms(low).removesuffix(' ms')}–{fmt_ms(high)}"
     return _metric(fmt_ms(result.latency_ms), caption, "qa-key", LATENCY_TIP.format(runs=runs))
+
+
+def speed_words(ratio: float) -> tuple[str, str]:
+    """A speedup as the card shows it: the ratio itself (the chart's number too) and what it means, e.g.
+    ("2.10×", "faster than baseline") or ("0.95×", "the baseline's speed: slower")."""
+    return fmt_speedup(ratio), "faster than baseline" if ratio >= 1 else "the baseline's speed: slower"
+
+
+def size_words(baseline: VariantResult | None, result: VariantResult) -> str:
+    """The size against the baseline's: "same size" within 5%, else "3.9× smaller" or "1.2× larger"."""
+    if baseline is None or result.variant == "baseline":
+        return ""
+    ratio = size_ratio(baseline.size_mb, result.size_mb)
+    if ratio is None:
+        return ""
+    if same_size(ratio):
+        return "same size"
+    return f"{ratio:.1f}× smaller" if ratio > 1 else f"{1 / ratio:.1f}× larger"
 
 
 def card_html(
@@ -83,8 +106,8 @@ def card_html(
         head += f'<div class="qa-latency-only" title="{esc(LATENCY_ONLY_TIP)}">{esc(LATENCY_ONLY)}</div>'
     if state == "error":
         body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
-    elif state == "done" and result is not None:
-        body = _answer_block(result, context) + _metrics_block(result, baseline)
+    elif state in ("done", "timing") and result is not None:
+        body = _answer_block(result, context) + _metrics_block(result, baseline) + _timing_note(result)
     else:
         waiting = {"running": "running…", "stale": "not run for this question: press Ask"}.get(state, "")
         body = f'<div class="qa-answer qa-pending">{esc(waiting) or "&nbsp;"}</div>' + _static_metrics(info)
@@ -132,26 +155,32 @@ def _answer_block(result: VariantResult, context: str) -> str:
 def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str:
     if result.variant == "baseline":
         speed = _metric("1.00×", "reference speed", "qa-speed", "Speedups compare median latencies.")
-    elif result.speedup:
-        word = "faster" if result.speedup >= 1 else "slower"
-        shown = result.speedup if result.speedup >= 1 else 1 / result.speedup
-        good = " qa-good" if result.speedup >= 1 else ""
-        speed = _metric(
-            fmt_speedup(shown), f"{word} than baseline", "qa-speed" + good, "Baseline median ÷ this median."
-        )
+    elif result.speedup and not result.pending:
+        value, caption = speed_words(result.speedup)
+        speed = _metric(value, caption, "qa-speed" + (" qa-good" if result.speedup >= 1 else ""), SPEED_TIP)
     else:
         speed = _metric("–", "vs baseline", "qa-speed")
-    smaller = ""
-    if baseline and baseline.size_mb and result.size_mb and result.variant != "baseline":
-        smaller = f" · {baseline.size_mb / result.size_mb:.1f}× smaller"
+    size = size_words(baseline, result)
     return (
         '<div class="qa-metrics">'
         + _latency_metric(result)
         + speed
         + _confidence_metric(result)
-        + _metric(fmt_mb(result.size_mb), "model size" + smaller)
+        + _metric(fmt_mb(result.size_mb), "model size" + (f" · {size}" if size else ""))
         + _metric(fmt_params(result.parameters), "parameters")
         + "</div>"
+    )
+
+
+def _timing_note(result: VariantResult) -> str:
+    """When the time budget allowed fewer timed runs than asked, the card says how many were done."""
+    if result.pending or not result.timed_runs or result.timed_runs >= result.runs_asked:
+        return ""
+    budget = f" of {result.budget_s:g} s" if result.budget_s else ""
+    runs = f"{result.timed_runs} timed run{'s' if result.timed_runs != 1 else ''}"
+    return (
+        f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{runs}, not {result.runs_asked}: '
+        f"what fitted in the time limit{esc(budget)} (a long passage takes longer per run)</div>"
     )
 
 
@@ -184,7 +213,8 @@ def _static_metrics(info: dict) -> str:
 def cards_html(
     engine: Engine, names: list[str], results: dict[str, VariantResult], context: str, running: bool = False
 ) -> str:
-    """The grid of cards for ``names`` (in chain order), each in the state its result says."""
+    """The grid of cards for ``names`` (in chain order), each in the state its result says: done, timing
+    (answered, still being timed), running, stale (not run for this question) or idle."""
     baseline = results.get("baseline")
     cards = []
     for loaded in engine.loaded:
@@ -192,7 +222,8 @@ def cards_html(
         if name not in names:
             continue
         if name in results:
-            cards.append(card_html(loaded, results[name], context, "done", baseline))
+            state = "timing" if results[name].pending else "done"
+            cards.append(card_html(loaded, results[name], context, state, baseline))
         else:
             state = "running" if running else ("stale" if results else "idle")
             cards.append(card_html(loaded, None, context, state))
@@ -200,40 +231,71 @@ def cards_html(
 
 
 def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
-    """One line a stakeholder can read: the fastest variant, its speedup and size (medians), then how many
-    variants answered and how many of those give the baseline's answer ("no answer" twice is not agreement)."""
+    """One line a stakeholder can read: the fastest variant among those that answered, its speedup and size
+    (medians), then how many variants answered and how many of those give the baseline's answer ("no answer"
+    twice is not agreement), then what the timing did."""
     if running:
         done = len(results)
-        return f'<div class="qa-summary">Running {done + 1} of {len(names)}…</div>'
+        if done < len(names) or not any(r.pending for r in results.values()):
+            return f'<div class="qa-summary">Running {min(done + 1, len(names))} of {len(names)}…</div>'
+        rounds = max(r.timed_runs for r in results.values())
+        asked = max(r.runs_asked for r in results.values())
+        text = f"Every variant has answered; timing them in turns: round {rounds + 1} of at most {asked}…"
+        return f'<div class="qa-summary">{esc(text)}</div>'
     ok = [r for r in results.values() if not r.error and r.latency_ms]
     if not ok:
         text = "No variant could answer: the cards say why." if results else "Ask a question to compare the variants."
         return f'<div class="qa-summary qa-muted">{esc(text)}</div>'
-    return f'<div class="qa-summary">{_speed_line(ok, results.get("baseline"))}.<br>{answers_line(ok)}</div>'
+    timing = _timing_line(ok)
+    return f'<div class="qa-summary">{_speed_line(ok, results.get("baseline"))}.<br>{answers_line(ok)}{timing}</div>'
+
+
+def _timing_line(ok: list[VariantResult]) -> str:
+    """What the timing did, when the engine said, e.g. "Latency: 3 timed runs (5 asked; the 12 s time budget
+    allowed 3), after one untimed warm-up run each, in turns." """
+    note = next((r.timing for r in ok if r.timing), "")
+    return f'<br><span class="qa-muted">Latency: {esc(note)}, in turns.</span>' if note else ""
 
 
 def _speed_line(ok: list[VariantResult], base: VariantResult | None) -> str:
-    others = [r for r in ok if r.variant != "baseline"]
-    if not base or base.error or not base.latency_ms or not others:
-        fastest = min(ok, key=lambda r: r.latency_ms)
+    """The fastest variant among those that answered (all of them when none did, or all give random-weight
+    answers); its speedup is the engine's (``VariantResult.speedup``, the chart's number too)."""
+    answered = [r for r in ok if r.answer and not r.latency_only]
+    pool = answered or ok
+    which = " of the variants that answered" if answered and len(answered) < len(ok) else ""
+    if not answered and not all(r.latency_only for r in ok):
+        which = " to say “no answer”"
+    base_ok = base is not None and not base.error and bool(base.latency_ms)
+    refused = base_ok and not base.answer and not base.latency_only
+    others = [r for r in pool if r.variant != "baseline"]
+    if not base_ok or not others:
+        fastest = min(pool, key=lambda r: r.latency_ms)
         name = esc(short_label(fastest.variant, fastest.label))
-        return f"Fastest: <b>{name}</b> (median {esc(fmt_ms(fastest.latency_ms))})"
+        line = f"Fastest{esc(which)}: <b>{name}</b> (median {esc(fmt_ms(fastest.latency_ms))})"
+        return line + _refused(refused and bool(answered))
     fastest = min(others, key=lambda r: r.latency_ms)
     name = esc(short_label(fastest.variant, fastest.label))
-    ratio = base.latency_ms / fastest.latency_ms
-    if ratio >= 1:
+    ratio = fastest.speedup or 0.0
+    if ratio >= 1 or (refused and answered):  # a baseline that refused is not among those that answered
+        value = esc(fmt_speedup(ratio))
+        speed = f"<b>{value} faster</b> than" if ratio >= 1 else f"<b>{value}</b> the speed of"
         lead = (
-            f"Fastest: <b>{name}</b>, median <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
-            f"<b>{esc(fmt_speedup(ratio))} faster</b> than the baseline ({esc(fmt_ms(base.latency_ms))})"
+            f"Fastest{esc(which)}: <b>{name}</b>, median <b>{esc(fmt_ms(fastest.latency_ms))}</b>, "
+            f"{speed} the baseline ({esc(fmt_ms(base.latency_ms))})"
         )
     else:
         lead = (
             f"The baseline was fastest on this question (median {esc(fmt_ms(base.latency_ms))}); the quickest "
             f"optimized variant, <b>{name}</b>, took {esc(fmt_ms(fastest.latency_ms))}"
         )
-    if base.size_mb and fastest.size_mb and base.size_mb / fastest.size_mb >= 1.05:
-        lead += f", and it is {base.size_mb / fastest.size_mb:.1f}× smaller"
-    return lead
+    ratio_mb = size_ratio(base.size_mb, fastest.size_mb)
+    if ratio_mb and ratio_mb >= 1 and not same_size(ratio_mb):
+        lead += f", and it is {ratio_mb:.1f}× smaller"
+    return lead + _refused(refused and bool(answered))
+
+
+def _refused(refused: bool) -> str:
+    return " (the baseline said “no answer” to this question)" if refused else ""
 
 
 def same_answer(a: str, b: str) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from variants.answering.qa import InputError, parse_null_threshold
 from variants.answering.runtime import resolve_device
+from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule
 from variants.building.replica import LATENCY_ONLY
 from variants.core import spec as specs
 from variants.core.config import (
@@ -41,6 +42,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
     return value
 
 
@@ -148,8 +160,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     engine = engine_from_args(args)
     if engine.notice:
         print(engine.notice, file=sys.stderr)
+    rule = TimingRule(runs=args.repeats, budget_s=args.budget or None)
     try:
-        results = engine.ask(args.question, args.context, repeats=args.repeats)
+        results = engine.ask(args.question, args.context, rule=rule)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -157,6 +170,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
         return 0
     print("\n".join(answer_line(r) for r in results))
+    timing = next((r.timing for r in results if r.timing), "")
+    if timing:
+        # on stderr: stdout stays one line per variant
+        print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns", file=sys.stderr)
     return 0
 
 
@@ -210,7 +227,18 @@ def ask_main(argv: list[str]) -> int:
     parser.add_argument("--question", required=True)
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per variant")
     parser.add_argument(
-        "--repeats", type=positive_int, default=5, help="timed runs per variant, after one untimed run (default 5)"
+        "--repeats",
+        type=positive_int,
+        default=DEFAULT_RUNS,
+        help=f"timed runs per variant at most, after one untimed run of every variant; the variants take turns, one "
+        f"run each per round (default {DEFAULT_RUNS})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=seconds,
+        default=DEFAULT_BUDGET_S,
+        help=f"seconds for the whole call: another round of timed runs starts only if it fits, at least one runs "
+        f"(default {DEFAULT_BUDGET_S:g}; 0: no limit, always --repeats runs)",
     )
     return cmd_ask(parser.parse_args(argv))
 

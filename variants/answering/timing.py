@@ -1,4 +1,5 @@
-"""Timing and memory primitives for the benchmark (:mod:`variants.benchmarking.bench`).
+"""Timing and memory primitives for the benchmark (:mod:`variants.benchmarking.bench`), and the one timing
+rule every interface shares (:class:`TimingRule`, with :func:`speedup`, the one place a speedup is computed).
 
 Everything here times with ``time.perf_counter`` around calls that return only once the device has
 finished (``QAModel.run`` copies its outputs to the CPU). An ``Answerer`` is any callable that takes
@@ -323,3 +324,94 @@ def free_gpu() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+# --- the timing rule every interface shares -------------------------------------------------------
+
+DEFAULT_RUNS = 5  # timed runs per variant at most
+DEFAULT_BUDGET_S = 12.0  # the whole call, warm-up included: a 16,000-character passage stays under 15 s
+SETTLE_BELOW_MS = 50.0  # a variant whose runs are shorter than this gets an untimed run at the start of each turn
+
+
+@dataclass(frozen=True)
+class TimingRule:
+    """How the engine times one question on several variants: the Ask tab, ``python -m variants ask``, the
+    gradio ``/answer`` API and ``POST /v1/answer`` all go through it (:meth:`Engine.ask_stream
+    <variants.serving.engine.Engine.ask_stream>`).
+
+    1. **Warm-up first.** Every variant answers once, untimed, before any is timed (its answer is shown
+       at once; the first run after loading, or after another model ran, is the slow one).
+    2. **Timed in turns.** Round after round, each variant runs once in chain order, so that load from
+       elsewhere falls on all of them alike. A variant whose runs take under ``settle_below_ms`` first
+       runs once more untimed in its turn: the first call after another backend ran is slower (up to
+       1.7x, see :func:`latency_pass`), which matters for a 10 ms run and not for a 1 s one.
+    3. **Under a budget.** Another round starts only while fewer than ``runs`` are done and, going by the
+       last round, it ends within ``budget_s`` of the call's start (warm-up included); at least one
+       round always runs. So a long passage gets fewer runs, and every variant the same number, ``k``.
+    4. **Median of k.** Each variant's latency is the median of its k runs, with the fastest and the
+       slowest as the spread (with a handful of runs, quartiles would be interpolations of two or three
+       of them); the speedup is :func:`speedup` of the medians, the one place a ratio is computed.
+    """
+
+    runs: int = DEFAULT_RUNS
+    budget_s: float | None = DEFAULT_BUDGET_S
+    warmup: bool = True
+    settle_below_ms: float = SETTLE_BELOW_MS
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"runs (repeats) must be at least 1, not {self.runs}")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise ValueError(f"the time budget must be above 0 seconds, not {self.budget_s}")
+
+    def another_round(self, done: int, elapsed_s: float, last_round_s: float) -> bool:
+        """Whether to start timed round ``done + 1``, ``elapsed_s`` into the call, the last round having
+        taken ``last_round_s``."""
+        if done < 1:
+            return True
+        if done >= self.runs:
+            return False
+        return self.budget_s is None or elapsed_s + last_round_s <= self.budget_s
+
+    def settle(self, last_ms: float | None) -> bool:
+        """Whether a variant whose last run took ``last_ms`` gets an untimed run at the start of its turn."""
+        return last_ms is not None and last_ms < self.settle_below_ms
+
+    def describe(self, k: int) -> str:
+        """What was done, in words, e.g. "3 timed runs (5 asked; the 10 s budget allowed 3)"."""
+        text = f"{k} timed run{'s' if k != 1 else ''}"
+        if k < self.runs and self.budget_s is not None:
+            text += f" ({self.runs} asked; the {self.budget_s:g} s time budget allowed {k})"
+        return text + (", after one untimed warm-up run each" if self.warmup else "")
+
+
+SERVED = TimingRule(runs=1, budget_s=None, warmup=False)  # one request as it is served: POST /v1/answer's default
+
+
+def speedup(baseline_ms: float | None, ms: float | None) -> float | None:
+    """The baseline's median over a variant's: above 1 is faster. The one place a speedup is computed
+    (the engine fills ``VariantResult.speedup`` with it; cards, the summary and the chart show that)."""
+    if not baseline_ms or not ms:
+        return None
+    return baseline_ms / ms
+
+
+SAME_SIZE = 0.05  # sizes within 5% of each other are "the same size"
+
+
+def size_ratio(baseline_mb: float | None, mb: float | None) -> float | None:
+    """How many times smaller than the baseline a model is (below 1: larger); None without both sizes."""
+    if not baseline_mb or not mb:
+        return None
+    return baseline_mb / mb
+
+
+def same_size(ratio: float | None) -> bool:
+    return ratio is not None and abs(ratio - 1) < SAME_SIZE
+
+
+def spread(times_ms: list[float]) -> tuple[float | None, float | None, float | None]:
+    """The median, fastest and slowest of ``times_ms`` (ms, rounded to 0.01), or Nones for no runs."""
+    if not times_ms:
+        return None, None, None
+    return round(float(np.median(times_ms)), 2), round(min(times_ms), 2), round(max(times_ms), 2)

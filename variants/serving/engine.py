@@ -9,11 +9,11 @@ per variant as each finishes. Building lives in :mod:`variants.building.build`; 
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from variants.answering.qa import (
@@ -28,6 +28,7 @@ from variants.answering.qa import (
     with_null_decision,
 )
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
+from variants.answering.timing import SERVED, TimingRule, speedup, spread
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable
 from variants.core import config
@@ -51,10 +52,11 @@ def default_max_context_chars() -> int:
 class VariantResult:
     """One variant's answer to one question, or the error that stopped it.
 
-    Timing: the question is answered ``repeats`` times (after one untimed call when ``repeats`` > 1);
-    ``latency_ms`` is the median of those runs (``latency_runs``, in order), with the fastest and slowest as the spread
-    (min/max rather than quartiles: with a handful of runs, quartiles are interpolations of 2 or 3 of
-    them). ``speedup`` is the baseline's median over this variant's median.
+    Timing (:class:`~variants.answering.timing.TimingRule`, the same in every interface): ``latency_ms``
+    is the median of the ``timed_runs`` (k) runs in ``latency_runs`` (in order), with the fastest and the
+    slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
+    make k smaller; ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
+    variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
     """
 
     variant: str
@@ -81,9 +83,25 @@ class VariantResult:
     speedup: float | None = None
     error: str | None = None
     latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
+    timed_runs: int = 0  # k: how many runs the median is of
+    runs_asked: int = 0  # the most timed runs the rule asked for
+    budget_s: float | None = None  # the rule's time budget for the whole call (None: none)
+    timing: str = ""  # what was done, e.g. "3 timed runs (5 asked; the 10 s time budget allowed 3), ..."
+    pending: bool = False  # answered; the timed runs are still going
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class AskProgress:
+    """Where one call of :meth:`Engine.ask_stream` stands: every variant's result so far (baseline first),
+    the phase ("answering", "timing" or "done") and the timed rounds done."""
+
+    results: dict[str, VariantResult]
+    phase: str
+    rounds: int
+    rule: TimingRule
 
 
 @dataclass
@@ -312,17 +330,23 @@ class Engine:
         *,
         repeats: int = 1,
         null_threshold: NullThreshold | None = None,
+        rule: TimingRule | None = None,
     ) -> VariantResult:
-        """One variant's answer with its latency (tokenize, run every window, decode).
+        """One variant's answer with its latency (tokenize, run every window, decode), by the timing rule.
 
-        With ``repeats`` > 1, one untimed call, then ``repeats`` timed ones (see :class:`VariantResult`).
-        The answer is decided at ``null_threshold`` (None: the engine's mode) from the decoded span.
+        ``rule`` defaults to one run as it is served (:data:`~variants.answering.timing.SERVED`, no
+        warm-up) for ``repeats`` 1, else the shared rule with ``repeats`` timed runs at most.
         """
-        if repeats < 1:
-            raise ValueError(f"repeats must be at least 1, not {repeats}")
+        if rule is None:
+            rule = SERVED if repeats == 1 else TimingRule(runs=repeats)
+        *_, last = self.ask_stream(question, context, [name], rule=rule, null_threshold=null_threshold, check=False)
+        return last.results[name]
+
+    def _prepare(self, name: str, null_threshold: NullThreshold | None) -> tuple[VariantResult, Callable | None]:
+        """A variant's result to fill and the call that answers the question with it (None if not loaded)."""
         loaded = self.variants.get(name)
         if loaded is None:  # e.g. a user's model replaced meanwhile
-            return VariantResult(name, name, error="This variant is no longer loaded.")
+            return VariantResult(name, name, error="This variant is no longer loaded."), None
         spec = loaded.spec
         result = VariantResult(
             spec.name,
@@ -332,34 +356,92 @@ class Engine:
         )
         if not loaded.ok:
             result.error = loaded.error or "not loaded"
-            return result
+            return result, None
         model = loaded.model
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
-        batcher = loaded.batcher
-        settings = self.settings_for(loaded)
+        batcher, tokenizer, settings = loaded.batcher, loaded.tokenizer, self.settings_for(loaded)
 
-        def run() -> Answer:
-            if batcher is not None:
+        def run(question: str, context: str) -> Answer:
+            if batcher is not None:  # with batching, the wait for a batch counts too
                 return batcher.answer(question, context)
-            return answer_pairs(model, loaded.tokenizer, [(question, context)], settings)[0]
+            return answer_pairs(model, tokenizer, [(question, context)], settings)[0]
 
+        return result, run
+
+    def ask_stream(
+        self,
+        question: str,
+        context: str,
+        names: list[str] | None = None,
+        *,
+        rule: TimingRule | None = None,
+        null_threshold: NullThreshold | None = None,
+        check: bool = True,
+    ) -> Iterator[AskProgress]:
+        """Answer with every variant in ``names`` (baseline first) and time them by ``rule`` (see
+        :class:`~variants.answering.timing.TimingRule`; default: the shared one), yielding the results so
+        far after each variant's answer (phase "answering"), after each timed round ("timing") and at the
+        end ("done"). A variant that fails keeps its error and drops out; the others go on.
+        """
+        if check:
+            self.check_input(question, context)
+        rule = rule or TimingRule()
+        started = time.perf_counter()
+        order = sorted(names or [v.spec.name for v in self.loaded], key=lambda n: n != "baseline")
+        results: dict[str, VariantResult] = {}
+        runners: dict[str, Callable] = {}
+        last_ms: dict[str, float | None] = {}
+        for name in order:
+            result, run = self._prepare(name, null_threshold)
+            result.runs_asked, result.budget_s = rule.runs, rule.budget_s
+            results[name] = result
+            if run is not None:
+                runners[name] = partial(run, question, context)
+            if run is not None and rule.warmup:  # untimed: its answer is the one shown, at once
+                warm = time.perf_counter()
+                if (ans := self._attempt(result, runners[name])) is None:
+                    del runners[name]
+                else:
+                    last_ms[name], result.pending = (time.perf_counter() - warm) * 1000, True
+                    _fill(result, with_null_decision(ans, result.null_threshold))
+            if rule.warmup:  # each variant's card can show its answer (or its error) now
+                yield AskProgress(_snapshot(results), "answering", 0, rule)
+        rounds, last_round_s = 0, 0.0
+        while runners and rule.another_round(rounds, time.perf_counter() - started, last_round_s):
+            round_started = time.perf_counter()
+            for name, run in list(runners.items()):
+                result = results[name]
+                if rule.settle(last_ms.get(name)) and self._attempt(result, run) is None:
+                    del runners[name]
+                    continue
+                timed = time.perf_counter()
+                if (ans := self._attempt(result, run)) is None:
+                    del runners[name]
+                    continue
+                last_ms[name] = (time.perf_counter() - timed) * 1000
+                result.latency_runs.append(round(last_ms[name], 3))
+                if not rule.warmup and len(result.latency_runs) == 1:  # no warm-up: the first timed run answers
+                    _fill(result, with_null_decision(ans, result.null_threshold))
+            rounds += 1
+            last_round_s = time.perf_counter() - round_started
+            _fill_timing(results, rule, done=False)
+            yield AskProgress(_snapshot(results), "timing", rounds, rule)
+        _fill_timing(results, rule, done=True)
+        yield AskProgress(_snapshot(results), "done", rounds, rule)
+
+    def _attempt(self, result: VariantResult, call: Callable[[], Answer]) -> Answer | None:
+        """``call``'s answer, or None with the failure as the result's one-line error (bad input is raised:
+        it would stop every variant alike)."""
         try:
-            if repeats > 1:  # untimed: the first call after another variant ran is slower
-                ans = run()  # (a single run, as the API serves, is not run twice)
-            for _ in range(repeats):
-                started = time.perf_counter()  # with batching, the wait for a batch counts too
-                ans = run()
-                result.latency_runs.append(round((time.perf_counter() - started) * 1000, 3))
+            return call()
         except InputError:
             raise
         except Exception as exc:
-            result.error = _describe(exc)
-            log.warning("variant %s failed: %s", name, result.error)
+            result.error, result.pending = _describe(exc), False
+            log.warning("variant %s failed: %s", result.variant, result.error)
             log.debug("traceback", exc_info=True)
-            return result
-        _fill(result, with_null_decision(ans, result.null_threshold))
-        return result
+            return None
 
     def ask_iter(
         self,
@@ -368,24 +450,19 @@ class Engine:
         names: list[str] | None = None,
         *,
         repeats: int = 1,
+        budget_s: float | None = None,
         null_threshold: NullThreshold | None = None,
+        rule: TimingRule | None = None,
     ) -> Iterator[VariantResult]:
-        """Each variant's result as soon as it is ready (baseline first, for the speedups).
-
-        ``repeats``: timed runs per variant (after an untimed one when > 1); ``null_threshold``: a threshold mode
-        for this call (a number or "calibrated"; None: the engine's).
+        """Each variant's final result (baseline first), timed by ``rule``. Without one, as before the rule
+        had a name: ``repeats`` 1 is one run as served (:data:`~variants.answering.timing.SERVED`), more
+        is the shared rule with ``repeats`` timed runs at most under ``budget_s`` (None: no budget). The
+        interfaces (Ask tab, CLI, ``/answer``) pass :class:`~variants.answering.timing.TimingRule`'s defaults.
         """
-        self.check_input(question, context)
-        names = names or [v.spec.name for v in self.loaded]
-        order = sorted(names, key=lambda n: n != "baseline")
-        baseline_ms: float | None = None
-        for name in order:
-            result = self.answer_one(name, question, context, repeats=repeats, null_threshold=null_threshold)
-            if name == "baseline":
-                baseline_ms = result.latency_ms
-            if baseline_ms and result.latency_ms:
-                result.speedup = baseline_ms / result.latency_ms
-            yield result
+        if rule is None:
+            rule = SERVED if repeats == 1 else TimingRule(runs=repeats, budget_s=budget_s)
+        *_, last = self.ask_stream(question, context, names, rule=rule, null_threshold=null_threshold)
+        yield from last.results.values()
 
     def ask(
         self,
@@ -394,9 +471,15 @@ class Engine:
         names: list[str] | None = None,
         *,
         repeats: int = 1,
+        budget_s: float | None = None,
         null_threshold: NullThreshold | None = None,
+        rule: TimingRule | None = None,
     ) -> list[VariantResult]:
-        return list(self.ask_iter(question, context, names, repeats=repeats, null_threshold=null_threshold))
+        return list(
+            self.ask_iter(
+                question, context, names, repeats=repeats, budget_s=budget_s, null_threshold=null_threshold, rule=rule
+            )
+        )
 
     def answer_pairs(self, name: str, pairs: list[tuple[str, str]]) -> list[Answer]:
         """Batch answers from one variant (for the benchmark)."""
@@ -411,10 +494,25 @@ def _fill(result: VariantResult, ans: Answer) -> None:
     result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
     result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
     result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
-    runs = result.latency_runs
-    result.latency_ms = round(statistics.median(runs), 2) if runs else None
-    result.latency_min_ms = round(min(runs), 2) if runs else None
-    result.latency_max_ms = round(max(runs), 2) if runs else None
+
+
+def _snapshot(results: dict[str, VariantResult]) -> dict[str, VariantResult]:
+    """Copies of the results as they stand (the engine goes on filling its own)."""
+    return {name: replace(r, latency_runs=list(r.latency_runs)) for name, r in results.items()}
+
+
+def _fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool) -> None:
+    """Each result's median, spread, k and speedup from its timed runs so far; with ``done``, what was done."""
+    base = results.get("baseline")
+    for result in results.values():
+        result.latency_ms, result.latency_min_ms, result.latency_max_ms = spread(result.latency_runs)
+        result.timed_runs = len(result.latency_runs)
+    for result in results.values():
+        ok = result.error is None and base is not None and base.error is None
+        result.speedup = speedup(base.latency_ms, result.latency_ms) if ok else None
+        if done:
+            result.pending = False
+            result.timing = rule.describe(result.timed_runs) if result.timed_runs and not result.error else ""
 
 
 def _describe(exc: BaseException) -> str:

@@ -4,9 +4,13 @@ Gradio serves its API through an event queue (server-sent events, a worker per e
 right for the UI but adds milliseconds to every call. Serving latency as the published chain
 measured it (FastAPI straight to the model) needs a plain route: ``POST /v1/answer`` answers with
 one variant through the engine (the one decoding path) and returns its answer and where it ran.
-FastAPI runs the (synchronous) handler in its thread pool; one lock lets one request at a time into
-the models, as the Gradio app's default concurrency does (a fast tokenizer is not safe to share between
-threads at once, and parallel runs on a few cores would distort each other's latency).
+It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
+warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
+served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
+for the Ask tab's timing instead. FastAPI runs the (synchronous) handler in its thread pool; one lock
+lets one request at a time into the models, as the Gradio app's default concurrency does (a fast
+tokenizer is not safe to share between threads at once, and parallel runs on a few cores would distort
+each other's latency).
 
     app = create_app(engine)                                   # standalone (uvicorn variants.serving.http:...)
     demo.launch(..., app_kwargs={"routes": router(engine).routes})  # beside the Gradio app
@@ -21,6 +25,7 @@ from fastapi import APIRouter, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError
+from variants.answering.timing import SERVED, TimingRule
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -32,6 +37,9 @@ class AnswerRequest(BaseModel):
     question: str
     context: str
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
+    runs: int = Field(SERVED.runs, ge=1, le=100, description="timed runs at most (default 1: the request as served)")
+    budget_s: float | None = Field(None, gt=0, description="seconds for the whole call; more runs only if they fit")
+    warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
 
 
 class AnswerResponse(BaseModel):
@@ -40,7 +48,11 @@ class AnswerResponse(BaseModel):
     score: float
     start: int
     end: int
-    latency_ms: float | None = Field(None, description="the engine's time: tokenize, run, decode")
+    latency_ms: float | None = Field(None, description="the engine's time: tokenize, run, decode (median of k runs)")
+    latency_min_ms: float | None = Field(None, description="the fastest of the k timed runs")
+    latency_max_ms: float | None = Field(None, description="the slowest of the k timed runs")
+    timed_runs: int = Field(1, description="k: how many timed runs the median is of")
+    timing: str = Field("", description="what was timed, in words")
     device: str
     provider: str
     dtype: str
@@ -74,11 +86,15 @@ def router(engine: Engine) -> APIRouter:
             engine.check_input(request.question, request.context)
         except InputError as exc:
             raise HTTPException(422, str(exc)) from None
+        rule = TimingRule(runs=request.runs, budget_s=request.budget_s, warmup=request.warmup)
         with models:
-            result = engine.answer_one(name, request.question, request.context)
+            result = engine.answer_one(name, request.question, request.context, rule=rule)
         if result.error:
             raise HTTPException(500, result.error)
-        fields = ("variant", "answer", "score", "start", "end", "latency_ms", "device", "provider", "dtype")
+        fields = (
+            *("variant", "answer", "score", "start", "end", "latency_ms", "latency_min_ms", "latency_max_ms"),
+            *("timed_runs", "timing", "device", "provider", "dtype"),
+        )
         return AnswerResponse(**{k: getattr(result, k) for k in fields}, latency_only=result.latency_only)
 
     return api
