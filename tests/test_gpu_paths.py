@@ -20,7 +20,7 @@ import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from conftest import zero_out
-from variants.benchmarking import gpu_ort, gpu_torch
+from variants.benchmarking import gpu_app, gpu_ort, gpu_torch
 from variants.benchmarking.gpu_timing import Budget, no_sync, throughput_rows, throughput_table
 from variants.building import prune
 
@@ -178,3 +178,23 @@ def test_the_gpu_wheels_are_hash_pinned_at_the_projects_versions() -> None:
     shared = {name: pins[name] for name in pins if name in ours}
     assert {"onnxruntime-gpu", "transformers", "optimum", "gradio", "gradio-client"} <= set(shared)
     assert shared == {name: ours[name] for name in shared}
+
+
+def test_the_app_check_takes_the_cards_three_and_never_counts_a_cpu_answer_as_cuda() -> None:
+    assert gpu_app.headline("embedded", "cuda:0") == ["baseline", "pruned", "pruned-onnx-opt-fp16"]
+    assert gpu_app.headline("embedded", "cpu")[-1] == "pruned-onnx-opt-int8"
+
+    def result(variant: str, device: str, provider: str, ms: float, error: str | None = None) -> dict:
+        return {"variant": variant, "device": device, "provider": provider, "dtype": "fp16", "latency_ms": ms,
+                "error": error}  # fmt: skip
+
+    requests = [
+        {"results": [result("baseline", "cuda:0", "PyTorch", 3.0), result("pruned-onnx-opt-fp16", "cpu", "CPU", 9.0)]},
+        {"results": [result("baseline", "cuda:0", "PyTorch", 5.0), result("pruned", "cuda:0", "PyTorch", 2.0, "boom")]},
+        {"error": "TimeoutError: no answer"},
+    ]
+    summary = gpu_app.summarize_variants(requests, "cuda:0")
+    assert summary["baseline"]["on_device"] and summary["baseline"]["engine_latency_ms"]["p50"] == 4.0
+    assert summary["pruned-onnx-opt-fp16"]["devices"] == ["cpu"] and not summary["pruned-onnx-opt-fp16"]["on_device"]
+    assert summary["pruned"]["errors"] == ["boom"] and not summary["pruned"]["on_device"]
+    assert summary["pruned"]["engine_latency_ms"] is None
