@@ -66,11 +66,11 @@ app() {  # app PRESET QUESTIONS LIMIT
 }
 
 step "1. BERT-large replica report"
-report bert-large-replica "$(budget "${REPLICA_S:-280}" 200)"
+report bert-large-replica "$(budget "${REPLICA_S:-320}" 170)"
 step "2. the app on $DEVICE, embedded preset"
-app embedded 8 "$(budget 100 80)"
+app embedded 8 "$(budget 90 80)"
 step "3. embedded report"
-report embedded "$(budget "${EMBEDDED_S:-100}" 60)"
+report embedded "$(budget "${EMBEDDED_S:-80}" 0)"
 step "4. the app on $DEVICE, replica"
 if [ -z "${QUICK:-}" ]; then  # a rehearsal skips it: the app has no scaled replica
   app bert-large-replica 4 "$(budget 120 0)"
