@@ -12,8 +12,9 @@ For each preset it loads every chain variant through the engine, answers one que
    ORT-optimized graph (fused attention with each layer's own head count) and its FP16 (CUDA) / INT8
    (CPU) graph, plus the baseline's graph of the same last step, all through IOBinding on buffers on the
    session's device, and on CUDA the FP16 graphs again with ORT's CUDA graphs on length buckets. Each
-   row says which provider the session really got (a CPU fallback is marked, never counted as CUDA);
-   on CUDA the FP16 sessions are made with CPU fallback turned off and checked node by node;
+   row says which provider the session really got (a CPU fallback is marked, never counted as CUDA)
+   and, from a profiled run, which nodes ran on the CPU; a graph that ran whole on CUDA is timed in a
+   session with CPU fallback turned off, and only such a graph gets the CUDA-graph rows;
 3. questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens, baseline and pruned, in each
    mode (``where_pruning_pays``: their ratio per mode and shape);
 4. served latency (``POST /v1/answer``) through the engine variant that was fastest at 32 tokens;
@@ -164,15 +165,15 @@ def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Bu
         entry["mode"] = f"ort-{'cuda' if cuda else 'cpu'}-{dtype}-iobinding"
         try:
             budget.check(reserve=20)
-            strict = cuda and dtype == "fp16"  # the FP16 graph must run whole on the GPU; FP32 may leave shape ops
-            entry["cpu_fallback_disabled"] = strict
-            # Counted first (fallback allowed), so the record names the nodes even if the strict session refuses.
+            # Counted first (fallback allowed) from a profiled run: which nodes ORT put on the CPU, if any.
             entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
             if cuda:
                 entry["nodes_on_cpu"] = on_cpu[:50]
                 entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {gpu_ort.CUDA}
-            if strict and not entry["all_nodes_on_cuda"]:
-                raise AssertionError(f"FP16 session ran nodes off CUDA: {entry['nodes_per_provider']}")
+            # A graph that ran whole on CUDA is timed in a session that may not fall back (creation fails
+            # if it would); one with nodes on the CPU (shape arithmetic, say) says so in nodes_on_cpu.
+            strict = bool(entry.get("all_nodes_on_cuda"))
+            entry["cpu_fallback_disabled"] = strict
             make, check = gpu_ort.bound(loaded.artifact, device, strict=strict)
             entry.update(check, mode=gpu_ort.mode_name(dtype, check))
             entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
