@@ -9,6 +9,8 @@ carry onnxruntime-gpu to a GPU machine. Timings here only have to exist.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -198,3 +200,38 @@ def test_the_app_check_takes_the_cards_three_and_never_counts_a_cpu_answer_as_cu
     assert summary["pruned-onnx-opt-fp16"]["devices"] == ["cpu"] and not summary["pruned-onnx-opt-fp16"]["on_device"]
     assert summary["pruned"]["errors"] == ["boom"] and not summary["pruned"]["on_device"]
     assert summary["pruned"]["engine_latency_ms"] is None
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_slim_takes_the_models_out_of_the_travelling_tree_and_restore_puts_them_back(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts/gpu_ort_wheel.sh", tmp_path / "scripts")
+    (tmp_path / ".gitignore").write_text("/.gpu-pieces/\n/.gpu-stash/\n")
+    (tmp_path / "assets/models/m").mkdir(parents=True)
+    (tmp_path / "assets/models/m/weights.bin").write_bytes(b"w" * 4096)
+    (tmp_path / "README.md").write_text("kept\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+
+    def script(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "scripts/gpu_ort_wheel.sh", command], check=False, cwd=tmp_path, capture_output=True, text=True
+        )
+
+    slim = script("slim")
+    assert slim.returncode == 0, slim.stderr
+    assert "travelling now: 0.0 MiB" in slim.stdout  # README.md, .gitignore and the script only
+    assert not git(tmp_path, "ls-files", "assets/models") and not (tmp_path / "assets/models").exists()
+    assert (tmp_path / ".gpu-stash/models/m/weights.bin").is_file()
+    assert script("slim").returncode != 0  # not twice
+    assert git(tmp_path, "rev-list", "--count", "HEAD").strip() == "1"  # nothing committed
+    restore = script("restore")
+    assert restore.returncode == 0, restore.stderr
+    assert not git(tmp_path, "status", "--porcelain") and (tmp_path / "assets/models/m/weights.bin").is_file()
+    (tmp_path / "assets/models/m/weights.bin").write_bytes(b"changed")
+    refused = script("slim")
+    assert refused.returncode != 0 and "has changes" in refused.stderr
