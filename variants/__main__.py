@@ -24,6 +24,7 @@ COMMANDS = {
     "served-latency": ("variants.benchmarking.served_latency", "main", "one variant over HTTP, p50/p99 per length"),
     "replica-bench": ("variants.benchmarking.replica_bench", "main", "the BERT-large replica's chain on this CPU"),
     "gpu-report": ("variants.benchmarking.gpu_report", "main", "every backend and mode on a GPU (or --device cpu)"),
+    "gpu-app": ("variants.benchmarking.gpu_app", "main", "the app with the card's three variants, asked on a GPU"),
 }
 
 

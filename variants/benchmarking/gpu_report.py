@@ -1,76 +1,77 @@
 """One GPU report: the embedded preset and the BERT-large replica on CUDA, every backend, one record.
 
-    python -m variants gpu-report                       # on a GPU machine (scripts/gpu_report.sh sets it up)
+    python -m variants gpu-report                       # on a GPU machine (scripts/gpu_measure.sh sets it up)
     python -m variants gpu-report --device cpu --quick  # anywhere: the same code paths on the CPU (CI)
 
 For each preset it loads every chain variant through the engine, answers one question with each
-(recording the device, provider and dtype each really ran on), then times one batch-1 window per
-sequence length (32..384) for:
+(recording the device, provider and dtype each really ran on), then, each step inside a time budget:
 
-* PyTorch FP32, FP16 (weights cast) and AMP (FP32 weights, FP16 autocast), baseline and pruned;
-* ``torch.compile`` (FP16) and a captured CUDA graph (FP16), which remove Python and launch
-  overhead, the larger part of a BERT forward at short lengths on a fast GPU;
-* ONNX Runtime sessions of the optimized graph (FP32) and of its FP16 (CUDA) / INT8 (CPU) version,
-  run through IOBinding with inputs and outputs resident on the session's device (OrtValues on its
-  ``device_id``), so host copies are not timed. On CUDA, ``onnxruntime.preload_dlls()`` runs first and
-  the sessions are made with ``session.disable_cpu_ep_fallback``; a profiled run then counts the
-  nodes per provider and the report asserts that every node of the FP16 session ran on CUDA.
+1. batch-1 latency per sequence length (32..384) of the baseline and the pruned model in PyTorch
+   (:mod:`variants.benchmarking.gpu_torch`: eager FP32, FP16, AMP and a captured FP16 CUDA graph);
+2. the same for ONNX Runtime (:mod:`variants.benchmarking.gpu_ort`): the pruned model's ONNX graph, its
+   ORT-optimized graph (fused attention with each layer's own head count) and its FP16 (CUDA) / INT8
+   (CPU) graph, plus the baseline's graph of the same last step, all through IOBinding on buffers on the
+   session's device, and on CUDA the FP16 graphs again with ORT's CUDA graphs on length buckets. Each
+   row says which provider the session really got (a CPU fallback is marked, never counted as CUDA)
+   and, from a profiled run, which nodes ran on the CPU; a graph that ran whole on CUDA is timed in a
+   session with CPU fallback turned off, and only such a graph gets the CUDA-graph rows;
+3. questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens, baseline and pruned, in each
+   mode (``where_pruning_pays``: their ratio per mode and shape);
+4. served latency (``POST /v1/answer``) through the engine variant that was fastest at 32 tokens;
+5. last, as they take longest to build: ``torch.compile`` in its default, "reduce-overhead" and
+   "max-autotune" modes, latency and throughput.
 
-Last, the chain's last headline variant is served over HTTP (:mod:`variants.benchmarking.served_latency`) where
-fastapi and uvicorn are installed. Torch timings synchronize the device around each call.
-Latencies are per-call wall times (p50, p90, p99, min, max, n). Random-weight replicas: latency only.
+Latencies are per-call wall times (p50, p90, p99, min, max, n), the device synchronized around each
+call. Random-weight replicas: latency only.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
-import json
+import dataclasses
 import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from variants.answering.runtime import TorchQAModel
-from variants.answering.timing import describe, summarize
-from variants.benchmarking import chainbench
+from variants.answering.timing import describe
+from variants.benchmarking import chainbench, gpu_ort, gpu_torch
+from variants.benchmarking.gpu_timing import (
+    THROUGHPUT_BATCHES,
+    THROUGHPUT_LENGTHS,
+    Budget,
+    no_sync,
+    sweep,
+    throughput_rows,
+    throughput_table,
+)
 from variants.benchmarking.served_latency import measure
 from variants.building.replica import Structure, write_model
 from variants.core import spec as specs
 from variants.records.results import GPU_DIR
-from variants.serving.engine import load_engine
-from variants.serving.http import default_variant
+from variants.serving.engine import LoadedVariant, load_engine
 
 log = logging.getLogger("variants.benchmarking.gpu_report")
 
 LENGTHS = (32, 64, 128, 256, 384)
 QUICK_LENGTHS = (32,)
+QUICK_BATCHES = (1, 2)
 PRESETS = ("embedded", "bert-large-replica")
 QUESTION = "What is the capital of France?"
 CONTEXT = "Paris is the capital and largest city of France, on the Seine in the north of the country."
-FALLBACK_OFF = "session.disable_cpu_ep_fallback"
 SCALED = {"num_layers": 4, "hidden_size": 64, "num_heads": 4, "intermediate_size": 256}
-
-
-class Budget:
-    """A wall-clock budget: steps past it are skipped (and say so) so the report always finishes."""
-
-    def __init__(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
-
-    @property
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def check(self, reserve: float = 0.0) -> None:
-        if self.left < reserve:
-            raise TimeoutError(f"skipped: the report's time budget is spent ({self.left:.0f} s left)")
+ORT_VARIANTS = ("pruned-onnx", "pruned-onnx-opt", "pruned-onnx-opt-fp16", "pruned-onnx-opt-int8")
+THROUGHPUT_TORCH_MODES = ("torch-fp32", "torch-fp16", "torch-cudagraph-fp16")
+# Seconds of budget a compile mode's row needs before it starts (its first call compiles).
+COMPILE_RESERVE = {"torch-compile-fp16": 60, "torch-compile-reduce-overhead-fp16": 60}
+COMPILE_RESERVE_DEFAULT = 120
+# Seconds of budget the baseline's ONNX graph needs to be built and timed: a base plus some per million
+# parameters (about 30 s for MiniLM, 120 s for BERT-large, whose export and checks take minutes on few cores).
+BASELINE_BUILD_RESERVE_S, BASELINE_BUILD_S_PER_M = 20, 0.3
 
 
 # --- environment --------------------------------------------------------------------------------
@@ -116,232 +117,85 @@ def ort_facts(device: str) -> dict[str, Any]:
     return facts
 
 
-# --- timing -------------------------------------------------------------------------------------
-
-
-def time_calls(fn: Callable[[], Any], runs: int, warmup: int, sync: Callable[[], None]) -> dict[str, Any]:
-    """Wall time of ``runs`` calls of ``fn`` after ``warmup``, the device synchronized around each."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - started) * 1000)
-    stats = summarize(times)
-    return {f"{k}_ms" if k != "n" else k: v for k, v in stats.items() if k not in ("mean", "std")}
-
-
-def sweep(
-    make: Callable[[int], Callable[[], Any]], lengths: tuple[int, ...], runs: int, warmup: int, sync, budget: Budget
-) -> list[dict[str, Any]]:
-    """One row per length: ``make(length)`` returns the call to time; a failure stays on its row."""
-    rows = []
-    for length in lengths:
-        try:
-            budget.check()
-            rows.append({"seq_len": length, **time_calls(make(length), runs, warmup, sync)})
-        except Exception as exc:
-            rows.append({"seq_len": length, "error": describe(exc)})
-    return rows
-
-
-# --- PyTorch ------------------------------------------------------------------------------------
-
-
-def torch_inputs(length: int, device: str, vocab: int = 30522) -> dict[str, Any]:
-    """A batch-1 window of ``length`` random token ids (all real tokens: no mask needed)."""
-    import torch  # noqa: PLC0415
-
-    generator = torch.Generator().manual_seed(length)
-    ids = torch.randint(1000, min(vocab, 29000), (1, length), generator=generator)
-    types = torch.zeros_like(ids)
-    types[:, length // 4 :] = 1
-    return {"input_ids": ids.to(device), "token_type_ids": types.to(device)}
-
-
-def torch_modes(model, device: str) -> dict[str, Callable[[int], Callable[[], Any]]]:
-    """Name -> factory(length) -> call, for each PyTorch way of running ``model`` on ``device``."""
-    import torch  # noqa: PLC0415
-
-    cuda = device.startswith("cuda")
-    vocab = model.config.vocab_size
-
-    def plain(m, autocast: bool = False):
-        def make(length: int):
-            feed = torch_inputs(length, device, vocab)
-
-            def call():
-                with torch.inference_mode(), torch.autocast("cuda", torch.float16, enabled=autocast):
-                    return m(**feed).start_logits
-
-            return call
-
-        return make
-
-    modes = {"torch-fp32": plain(model)}
-    if not cuda:
-        return modes
-    half = copy.deepcopy(model).half().eval()
-    modes["torch-fp16"] = plain(half)
-    modes["torch-amp"] = plain(model, autocast=True)
-
-    def graphed(length: int):
-        # A 3-D mask of ones is taken as given; a 2-D (or no) mask makes transformers check it on the host
-        # (torch.all(mask == 1)), a synchronization that a CUDA graph capture does not allow.
-        feed = {**torch_inputs(length, device, vocab), "attention_mask": torch.ones((1, length, length), device=device)}
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.inference_mode():
-            with torch.cuda.stream(stream):
-                for _ in range(3):  # warm up on a side stream, as capture requires
-                    half(**feed)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                half(**feed)
-        return graph.replay
-
-    modes["torch-cudagraph-fp16"] = graphed
-    # Last: compiling takes the longest (a minute or more for BERT-large), so a short budget skips it first.
-    modes["torch-compile-fp16"] = plain(torch.compile(half, dynamic=True))
-    return modes
-
-
-def torch_sync(device: str) -> Callable[[], None]:
-    import torch  # noqa: PLC0415
-
-    if device.startswith("cuda"):
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
 # --- ONNX Runtime -------------------------------------------------------------------------------
 
 
-def ort_session(path: Path, device: str, strict: bool, profile_dir: Path | None = None):
-    """A session on ``device``; on CUDA with ``strict``, creation fails if any node would fall back to the CPU."""
-    import onnxruntime as ort  # noqa: PLC0415
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    if profile_dir is not None:
-        options.enable_profiling = True
-        options.profile_file_prefix = str(profile_dir / "ort")
-    providers: list = ["CPUExecutionProvider"]
-    if device.startswith("cuda"):
-        providers = [("CUDAExecutionProvider", {"device_id": device_id(device)}), "CPUExecutionProvider"]
-        if strict:
-            options.add_session_config_entry(FALLBACK_OFF, "1")
-    return ort.InferenceSession(str(path), sess_options=options, providers=providers)
-
-
-def device_id(device: str) -> int:
-    return int(device.split(":")[1]) if ":" in device else 0
-
-
-def nodes_per_provider(path: Path, device: str, length: int) -> tuple[dict[str, int], list[str]]:
-    """How many graph nodes ran on each execution provider (from one profiled run of ``length`` tokens),
-    and the names of those that ran on the CPU provider."""
-    with tempfile.TemporaryDirectory() as tmp:
-        session = ort_session(path, device, strict=False, profile_dir=Path(tmp))
-        session.run(None, ort_feed(session, length))
-        events = json.loads(Path(session.end_profiling()).read_text())
-    counts: dict[str, int] = {}
-    seen: set[str] = set()
-    on_cpu: list[str] = []
-    for event in events:
-        provider = event.get("args", {}).get("provider")
-        if event.get("cat") == "Node" and provider and event["name"] not in seen:
-            seen.add(event["name"])
-            counts[provider] = counts.get(provider, 0) + 1
-            if provider == "CPUExecutionProvider":
-                on_cpu.append(event["name"].removesuffix("_kernel_time"))
-    return counts, on_cpu
-
-
-def ort_feed(session, length: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(length)
-    values = {
-        "input_ids": rng.integers(1000, 29000, (1, length)),
-        "attention_mask": np.ones((1, length)),
-        "token_type_ids": (np.arange(length) >= length // 4)[None],
-    }
-    return {i.name: values[i.name].astype(np.int64) for i in session.get_inputs()}
-
-
-_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
-
-
-def iobinding_call(session, device: str, length: int) -> Callable[[], Any]:
-    """A call that runs ``session`` on inputs and outputs already on its device (nothing copied per call)."""
-    import onnxruntime as ort  # noqa: PLC0415
-
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-    index = device_id(device) if kind == "cuda" else 0
-    binding = session.io_binding()
-    keep = []  # OrtValues must outlive the binding
-    for name, array in ort_feed(session, length).items():
-        value = ort.OrtValue.ortvalue_from_numpy(array, kind, index)
-        keep.append(value)
-        binding.bind_ortvalue_input(name, value)
-    for out in session.get_outputs():
-        value = ort.OrtValue.ortvalue_from_shape_and_type([1, length], _NUMPY_TYPES[out.type], kind, index)
-        keep.append(value)
-        binding.bind_ortvalue_output(out.name, value)
-
-    def call():
-        session.run_with_iobinding(binding)
-        binding.synchronize_outputs()
-        return keep
-
-    return call
+def ort_graphs(engine, budget: Budget) -> list[tuple[str, Any]]:
+    """(model, loaded variant) for the pruned model's ONNX variants, then the baseline's graph of the same
+    last step (added to the engine through its artifact cache), so that both models meet in each mode.
+    Building that graph takes minutes for BERT-large on a few cores: without the budget it needs
+    (:data:`BASELINE_BUILD_RESERVE_S` and more per parameter) it is skipped, and its entry says so."""
+    graphs = [("pruned", v) for v in engine.loaded if v.spec.name in ORT_VARIANTS]
+    base = engine.variants.get("baseline")
+    if not graphs or base is None:
+        return graphs
+    try:
+        budget.check(BASELINE_BUILD_RESERVE_S + BASELINE_BUILD_S_PER_M * base.model.num_parameters / 1e6)
+    except TimeoutError as exc:
+        return [
+            *graphs,
+            ("baseline", LoadedVariant(dataclasses.replace(base.spec, name="baseline-onnx"), error=str(exc))),
+        ]
+    last = graphs[-1][1].spec
+    spec = dataclasses.replace(
+        base.spec,
+        name="baseline" + last.name.removeprefix("pruned"),
+        label=f"Baseline{last.label.removeprefix('Pruned')}",
+        steps=("onnx", *last.onnx_steps),
+        headline=False,
+    )
+    return [*graphs, ("baseline", engine.add_variant(spec))]
 
 
 def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Budget) -> list[dict[str, Any]]:
-    """The optimized graph and its last precision step, in strict sessions timed through IOBinding."""
-    cuda = device.startswith("cuda")
-    import onnxruntime as ort  # noqa: PLC0415
+    """One IOBinding entry per graph (and, on CUDA, a CUDA-graph entry per FP16 graph). Each entry keeps
+    its call factory under ``"_make"`` for the throughput step (dropped before the record is written)."""
+    import onnxruntime as ort  # noqa: PLC0415 - imported when the report runs ONNX Runtime
 
-    if cuda and "CUDAExecutionProvider" not in ort.get_available_providers():
+    cuda = device.startswith("cuda")
+    if cuda and gpu_ort.CUDA not in ort.get_available_providers():
         return [{"mode": "ort-cuda", "error": "onnxruntime has no CUDA provider here (CPU build)"}]
     entries = []
-    for loaded in engine.loaded:
-        if loaded.spec.name not in ("pruned-onnx-opt", "pruned-onnx-opt-fp16", "pruned-onnx-opt-int8"):
-            continue
+    for model, loaded in ort_graphs(engine, budget):
+        entry: dict[str, Any] = {"model": model, "variant": loaded.spec.name}
         if not loaded.ok:
-            entries.append({"variant": loaded.spec.name, "error": loaded.error})
+            entries.append({**entry, "error": loaded.error})
             continue
         dtype = loaded.model.dtype
-        entry: dict[str, Any] = {"variant": loaded.spec.name, "mode": f"ort-{'cuda' if cuda else 'cpu'}-{dtype}"}
+        entry["mode"] = f"ort-{'cuda' if cuda else 'cpu'}-{dtype}-iobinding"
         try:
             budget.check(reserve=20)
-            path = loaded.artifact
-            strict = cuda and dtype == "fp16"  # the FP16 graph must run whole on the GPU; FP32 may leave shape ops
-            entry["cpu_fallback_disabled"] = strict
-            # Counted first (fallback allowed), so the record names the nodes even if the strict session refuses.
-            entry["nodes_per_provider"], on_cpu = nodes_per_provider(path, device, 32)
+            # Counted first (fallback allowed) from a profiled run: which nodes ORT put on the CPU, if any.
+            entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
             if cuda:
                 entry["nodes_on_cpu"] = on_cpu[:50]
-            session = ort_session(path, device, strict=strict)
-            entry["providers"] = session.get_providers()
-            if cuda:
-                entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {"CUDAExecutionProvider"}
-            if strict and not entry["all_nodes_on_cuda"]:
-                raise AssertionError(f"FP16 session ran nodes off CUDA: {entry['nodes_per_provider']}")
-            make = lambda n, s=session: iobinding_call(s, device, n)  # noqa: E731
-            entry["sweep"] = sweep(make, lengths, runs, warmup, _noop, budget)
+                entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {gpu_ort.CUDA}
+            # A graph that ran whole on CUDA is timed in a session that may not fall back (creation fails
+            # if it would); one with nodes on the CPU (shape arithmetic, say) says so in nodes_on_cpu.
+            strict = bool(entry.get("all_nodes_on_cuda"))
+            entry["cpu_fallback_disabled"] = strict
+            make, check = gpu_ort.bound(loaded.artifact, device, strict=strict)
+            entry.update(check, mode=gpu_ort.mode_name(dtype, check))
+            entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
+            entry["_make"] = make
         except Exception as exc:
             entry["error"] = describe(exc)
         entries.append(entry)
+        if entry.get("all_nodes_on_cuda") and dtype == "fp16" and "error" not in entry:
+            entries.append(graph_entry(model, loaded, device, lengths, runs, warmup, budget))
     return entries
 
 
-def _noop() -> None:
-    return None
+def graph_entry(model: str, loaded, device: str, lengths, runs: int, warmup: int, budget: Budget) -> dict[str, Any]:
+    """ORT's CUDA graphs on ``loaded``'s graph, inputs padded to :data:`gpu_ort.BUCKETS`."""
+    entry: dict[str, Any] = {"model": model, "variant": loaded.spec.name, "mode": "ort-cuda-fp16-cudagraph"}
+    entry["buckets"] = list(gpu_ort.BUCKETS)
+    make = gpu_ort.graphed(loaded.artifact, device)
+    entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
+    for row in entry["sweep"]:
+        row["padded_to"] = gpu_ort.bucket_for(row["seq_len"])
+    entry["_make"] = make
+    return entry
 
 
 # --- one preset ---------------------------------------------------------------------------------
@@ -359,46 +213,98 @@ def preset_chain(name: str, device: str, quick: bool, folder: Path) -> list[spec
 
 
 def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[str, Any]:
-    """Answers with every variant, then the PyTorch and ONNX Runtime sweeps, for preset ``name``."""
-
+    """Answers with every variant, then latency, ONNX Runtime, throughput, served latency and the compile
+    modes (in that order, inside the budget), for preset ``name``."""
     started = time.perf_counter()
     out: dict[str, Any] = {"preset": name}
-    lengths = QUICK_LENGTHS if args.quick else LENGTHS
+    sync = gpu_torch.torch_sync(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         chain = preset_chain(name, args.device, args.quick, Path(tmp))
         out["latency_only"] = any(s.latency_only for s in chain)
         with load_engine(variant_specs=chain, device=args.device, cache_dir=args.cache_dir) as engine:
             out["load_seconds"] = chainbench.elapsed(started)
             out["answers"] = [r.to_json() for r in engine.ask(QUESTION, CONTEXT)]
-            out["torch"] = []
-            for variant in ("baseline", "pruned"):
-                loaded = engine.variants.get(variant)
+            out["torch"], compile_entries = [], []
+            for model in ("baseline", "pruned"):
+                loaded = engine.variants.get(model)
                 if loaded is None or not isinstance(loaded.model, TorchQAModel):
-                    out["torch"].append({"variant": variant, "error": getattr(loaded, "error", "not loaded")})
+                    out["torch"].append({"model": model, "variant": model, "error": getattr(loaded, "error", "?")})
                     continue
-                for mode, make in torch_modes(loaded.model.model, args.device).items():
-                    rows = sweep(make, lengths, args.runs, args.warmup, torch_sync(args.device), budget)
-                    out["torch"].append({"variant": variant, "mode": mode, "sweep": rows})
-            out["onnxruntime"] = ort_entries(engine, args.device, lengths, args.runs, args.warmup, budget)
+                for mode, make in gpu_torch.torch_modes(loaded.model.model, args.device).items():
+                    entry = {"model": model, "variant": model, "mode": mode, "_make": make}
+                    if mode in gpu_torch.COMPILE_MODES:
+                        compile_entries.append(entry)
+                        continue
+                    entry["sweep"] = sweep(make, args.lengths, args.runs, args.warmup, sync, budget)
+                    out["torch"].append(entry)
+            out["onnxruntime"] = ort_entries(engine, args.device, args.lengths, args.runs, args.warmup, budget)
+            # ONNX Runtime first: its FP16 rows are the ones the chain is about, should the budget run short.
+            for entry in out["onnxruntime"] + [e for e in out["torch"] if e.get("mode") in THROUGHPUT_TORCH_MODES]:
+                if "_make" in entry and entry["variant"] not in ORT_VARIANTS[:2]:  # the last precision only
+                    sync_for = sync if entry["mode"].startswith("torch") else no_sync
+                    entry["throughput"] = throughput(entry["_make"], args, sync_for, budget)
             if args.served_requests:
-                out["served"] = served(engine, lengths, args.served_requests, budget)
-    out["speedups_at_max_length"] = speedups(out, max(lengths))
+                out["served"] = served(engine, out, args.served_requests, budget)
+            for entry in compile_entries:
+                reserve = COMPILE_RESERVE.get(entry["mode"], COMPILE_RESERVE_DEFAULT)
+                entry["sweep"] = sweep(entry["_make"], args.lengths, args.runs, args.warmup, sync, budget, reserve)
+                entry["throughput"] = throughput(entry["_make"], args, sync, budget, reserve)
+                out["torch"].append(entry)
+    for entry in [*out["torch"], *out["onnxruntime"]]:
+        entry.pop("_make", None)
+    out["where_pruning_pays"] = throughput_table([*out["torch"], *out["onnxruntime"]])
+    out["speedups_at_max_length"] = speedups(out, max(args.lengths))
     out["seconds"] = chainbench.elapsed(started)
     return out
 
 
-def served(engine, lengths: tuple[int, ...], requests: int, budget: Budget) -> dict[str, Any]:
-    """Served latency of the chain's last headline variant over HTTP (needs fastapi and uvicorn)."""
+def throughput(make, args: argparse.Namespace, sync, budget: Budget, reserve: float = 0.0) -> list[dict[str, Any]]:
+    runs, warmup = args.throughput_runs, min(args.warmup, 2)
+    return throughput_rows(make, args.batches, args.throughput_lengths, runs, warmup, sync, budget, reserve)
+
+
+def fastest_served(engine, out: dict[str, Any], length: int) -> tuple[str, float | None]:
+    """The chain's variant (run the engine's way: PyTorch FP32 eager, or ONNX Runtime) with the lowest
+    batch-1 p50 at ``length`` tokens (or the shortest length measured); the chain's last headline variant
+    where none was timed."""
+    best: tuple[str, float | None] = (chain_default(engine), None)
+    for entry in [*out["torch"], *out["onnxruntime"]]:
+        engine_way = entry.get("mode") == "torch-fp32" or str(entry.get("mode", "")).endswith("-iobinding")
+        chain_variant = entry["variant"] in engine.variants and not entry["variant"].startswith("baseline-")
+        if not engine_way or not chain_variant or entry.get("cpu_fallback"):
+            continue
+        rows = [r for r in entry.get("sweep", []) if r.get("p50_ms")]
+        row = next((r for r in rows if r["seq_len"] == length), rows[0] if rows else None)
+        if row and (best[1] is None or row["p50_ms"] < best[1]):
+            best = (entry["variant"], row["p50_ms"])
+    return best
+
+
+def chain_default(engine) -> str:
+    from variants.serving.http import default_variant  # noqa: PLC0415 - fastapi stays optional until served
+
+    return default_variant(engine)
+
+
+def served(engine, out: dict[str, Any], requests: int, budget: Budget) -> dict[str, Any]:
+    """Served latency (``POST /v1/answer``, needs fastapi and uvicorn) of the fastest engine variant, at
+    32 tokens and the report's longest length."""
     try:
         budget.check(reserve=30)
-
-        return measure(engine, default_variant(engine), lengths, requests, warmup=3)
+        variant, p50 = fastest_served(engine, out, 32)
+        lengths = tuple(sorted({32, max(out_lengths(out))}))
+        result = measure(engine, variant, lengths, requests, warmup=3)
+        return {**result, "chosen_as_fastest": {"variant": variant, "batch1_p50_ms_at_32": p50}}
     except Exception as exc:  # e.g. no fastapi/uvicorn on this machine: say so, the report goes on
         return {"error": describe(exc)}
 
 
+def out_lengths(out: dict[str, Any]) -> list[int]:
+    return [r["seq_len"] for e in out["torch"] for r in e.get("sweep", [])] or [32]
+
+
 def speedups(out: dict[str, Any], length: int) -> dict[str, float]:
-    """p50 of PyTorch FP32 baseline over each entry's p50 at ``length``."""
+    """p50 of PyTorch FP32 baseline over each entry's p50 at ``length`` (batch 1)."""
 
     def p50(entry: dict) -> float | None:
         return next((r.get("p50_ms") for r in entry.get("sweep", []) if r["seq_len"] == length), None)
@@ -418,10 +324,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m variants.benchmarking.gpu_report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--device", default="cuda", help="cuda[:N] (default) or cpu")
-    parser.add_argument("--quick", action="store_true", help="32 tokens, few runs, the scaled-down replica (CI)")
+    parser.add_argument("--quick", action="store_true", help="32 tokens, batches 1 and 2, few runs, scaled replica")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per length (default 20; quick 2)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5; quick 1)")
     parser.add_argument("--presets", default=",".join(PRESETS), help=f"comma-separated (default {','.join(PRESETS)})")
+    parser.add_argument("--batches", default=None, help="throughput batch sizes (default 1,8,32,128; quick 1,2)")
+    parser.add_argument("--throughput-lengths", default=None, help="throughput lengths (default 128,384; quick 32)")
+    parser.add_argument("--throughput-runs", type=int, default=None, help="timed runs per shape (default 10; quick 2)")
     parser.add_argument(
         "--served-requests", type=int, default=None, help="HTTP requests per length, 0 for none (default 100; quick 5)"
     )
@@ -432,7 +341,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.runs = args.runs or (2 if args.quick else 20)
     args.served_requests = args.served_requests if args.served_requests is not None else (5 if args.quick else 100)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 5)
+    args.throughput_runs = args.throughput_runs or (2 if args.quick else 10)
+    args.lengths = QUICK_LENGTHS if args.quick else LENGTHS
+    args.batches = numbers(args.batches) or (QUICK_BATCHES if args.quick else THROUGHPUT_BATCHES)
+    args.throughput_lengths = numbers(args.throughput_lengths) or (QUICK_LENGTHS if args.quick else THROUGHPUT_LENGTHS)
     return args
+
+
+def numbers(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",")) if text else ()
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -444,8 +361,15 @@ def main(argv: list[str] | None = None) -> Path:
     record.update(chainbench.environment(args.device))
     record["cuda"] = cuda_facts(args.device)
     record["onnxruntime"] = ort_facts(args.device)
-    record["settings"] = {"batch": 1, "lengths": list(QUICK_LENGTHS if args.quick else LENGTHS), "runs": args.runs}
-    record["settings"]["warmup"] = args.warmup
+    record["settings"] = {
+        "batch": 1,
+        "lengths": list(args.lengths),
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "throughput": {"batches": list(args.batches), "lengths": list(args.throughput_lengths)},
+        "throughput_runs": args.throughput_runs,
+        "budget_s": args.budget_s,
+    }
     record["presets"] = []
     for name in args.presets.split(","):
         try:
@@ -468,7 +392,17 @@ def summary_line(entry: dict[str, Any]) -> str:
         return f"{entry['preset']}: ERROR {entry['error']}"
     answers = ", ".join(f"{a['variant']} {a['device']}/{a['provider']}/{a['dtype']}" for a in entry["answers"])
     speed = entry["speedups_at_max_length"]
-    return f"{entry['preset']} ({entry['seconds']} s): speedups {speed}; answered by {answers}"
+    pays = [
+        f"{r['mode']} b{r['batch']}@{r['seq_len']}: {r['pruned_over_baseline']}x"
+        for r in entry["where_pruning_pays"]
+        if r["pruned_over_baseline"]
+    ]
+    served_row = (entry.get("served") or {}).get("rows", [{}])[0]
+    served_text = f"{entry.get('served', {}).get('variant')} {served_row.get('client_p50_ms')} ms at 32"
+    return (
+        f"{entry['preset']} ({entry['seconds']} s): speedups {speed}; answered by {answers}; "
+        f"pruned/baseline qps {pays}; served {served_text}"
+    )
 
 
 if __name__ == "__main__":
