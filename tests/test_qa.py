@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
@@ -235,3 +237,11 @@ def test_the_window_rule_takes_the_null_of_the_best_spans_own_window(tokenizer):
 def test_an_unknown_window_rule_is_refused(tokenizer):
     with pytest.raises(ValueError, match="windows rule"):
         answer(KeywordModel(5), tokenizer, "where ?", "paris", DecodeSettings(windows="sum"))
+
+
+def test_random_bytes_as_a_context_get_a_clear_message_not_an_answer(tokenizer):
+    noise = bytes(random.Random(0).randrange(256) for _ in range(2000)).decode("utf-8", errors="replace")
+    with pytest.raises(InputError, match="does not look like text") as raised:
+        answer(KeywordModel(5), tokenizer, "what is it ?", noise)
+    assert raised.value.field == "context"
+    assert answer(KeywordModel(5), tokenizer, "what is it ?", "paris\tis\nthe capital .").text  # layout is text

@@ -22,6 +22,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from variants.core.text_check import looks_like_text
+
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
 CALIBRATED_THRESHOLD = "qa_null_threshold"
 CALIBRATED = "calibrated"
@@ -359,6 +361,14 @@ def answer_pairs(
             raise InputError("The question is empty.", "question")
         if not context.strip():
             raise InputError("The context is empty.", "context")
+        if not looks_like_text(context):
+            raise InputError(
+                "The context does not look like text: much of it is control characters or bytes that could not "
+                "be read as text. Paste the passage as plain text.",
+                "context",
+            )
+        if not looks_like_text(question):
+            raise InputError("The question does not look like text: paste it as plain text.", "question")
     windows = tokenize(tokenizer, pairs, settings)
     starts, ends = run_windows(model, windows, settings.batch_size)
     return decode(windows, starts, ends, [c for _, c in pairs], settings)
