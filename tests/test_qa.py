@@ -135,7 +135,7 @@ def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_le
     torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     qa_pipeline = pipeline("question-answering", model=torch_model, tokenizer=tokenizer, device="cpu")
     model = TorchQAModel(torch_model)
-    settings = DecodeSettings(max_length=64, stride=16, max_answer_length=max_answer_len)
+    settings = DecodeSettings(max_length=64, stride=16, max_answer_length=max_answer_len, windows="pipeline")
     cases = [
         ("what is the capital of france ?", "paris is the capital of france and the largest city ."),
         ("who founded rome ?", "rome was founded by the people of italy in the first year ."),

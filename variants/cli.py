@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from variants.answering.qa import InputError, parse_null_threshold
+from variants.answering.qa import WINDOW_RULES, DecodeSettings, InputError, parse_null_threshold
 from variants.answering.runtime import resolve_device
 from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule
 from variants.building.replica import LATENCY_ONLY
@@ -26,6 +26,7 @@ from variants.core.config import (
     NAMES_ENV,
     PRESET_ENV,
     PRUNED_ENV,
+    WINDOWS_ENV,
     env_flag,
     env_number,
     env_text,
@@ -118,6 +119,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="'no answer' when ln(null score / best span score) is above this: a number (default 0, the rule of "
         "transformers' pipeline) or 'calibrated' (each model's threshold from its config.json, else 0)",
     )
+    parser.add_argument(
+        "--windows",
+        choices=WINDOW_RULES,
+        default=env_text(WINDOWS_ENV) or DecodeSettings.windows,
+        help="how a long context's windows are combined: 'window' (the best single window's span against that "
+        "window's own 'no answer'), 'max' (against the lowest 'no answer' of any window) or 'pipeline' "
+        f"(transformers' rule: a text's scores added over windows); default ${WINDOWS_ENV} or "
+        f"{DecodeSettings.windows!r}",
+    )
 
 
 def batching_from_args(args: argparse.Namespace) -> BatchingConfig | None:
@@ -150,6 +160,7 @@ def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
         max_context_chars=getattr(args, "max_context_chars", None),
         batching=batching_from_args(args),
         null_threshold=getattr(args, "null_threshold", 0.0),
+        settings=DecodeSettings(windows=getattr(args, "windows", None) or DecodeSettings.windows),
     )
 
 

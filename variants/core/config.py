@@ -9,61 +9,25 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 PRESET_ENV = "VARIANTS_PRESET"
-
-
 BASELINE_ENV = "VARIANTS_BASELINE"
-
-
 PRUNED_ENV = "VARIANTS_PRUNED"
-
-
 DEVICE_ENV = "VARIANTS_DEVICE"
-
-
 NAMES_ENV = "VARIANTS_NAMES"
-
-
 BATCHING_ENV = "VARIANTS_BATCHING"
-
-
 BATCH_WAIT_ENV = "VARIANTS_BATCH_WAIT_MS"
-
-
 MAX_BATCH_ENV = "VARIANTS_MAX_BATCH"
-
-
 MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
-
-
 CACHE_DIR_ENV = "VARIANTS_CACHE_DIR"
-
-
 THREADS_ENV = "VARIANTS_THREADS"
-
-
 ORT_SPIN_ENV = "VARIANTS_ORT_SPIN"
-
-
 CONCURRENCY_ENV = "VARIANTS_CONCURRENCY"
-
-
 MAX_QUEUE_ENV = "VARIANTS_MAX_QUEUE"
-
-
 RESULTS_ENV = "VARIANTS_RESULTS"
-
-
 ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
-
-
 MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
+WINDOWS_ENV = "VARIANTS_WINDOWS"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -84,12 +48,11 @@ ENVIRONMENT: dict[str, str] = {
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
+    WINDOWS_ENV: "how a long context's windows are combined: window, max or pipeline (--windows)",
 }
 
 
 MAX_CONTEXT_CHARS = 25_000  # default longest context, in characters
-
-
 MAX_CUSTOM_MB = 500  # default largest custom model download
 
 
