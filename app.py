@@ -26,7 +26,7 @@ from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
-from variants.cli import add_model_arguments, engine_from_args
+from variants.cli import add_model_arguments, engine_from_args, remote_engine_from_args
 from variants.core import config
 from variants.serving import http as serve
 from variants.serving.engine import Engine
@@ -114,6 +114,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=serving["max_queue"],
         help="requests that may wait in the queue; more are turned away (default 32)",
     )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="URL",
+        help="answer through the variants' Ray Serve routes at URL (python -m variants serve --ray) instead of "
+        "loading the models here",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -155,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None
-        engine = load_models(args)
+        engine = remote_engine_from_args(args, console_progress) if args.backend else load_models(args)
+        allow_custom = allow_custom and not args.backend  # the backend loads the models, not this app
     except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
         return 2

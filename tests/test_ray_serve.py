@@ -21,16 +21,17 @@ serve = pytest.importorskip("ray.serve", reason="Ray Serve is the optional `serv
 
 from ray.serve.schema import ServeDeploySchema  # noqa: E402
 
+from ui.cards import cards_html  # noqa: E402
 from variants.benchmarking.ray_bench import INT8, run_load, sample_requests  # noqa: E402
 from variants.core import config  # noqa: E402
 from variants.core import spec as specs  # noqa: E402
 from variants.serving import ray_serve  # noqa: E402
 from variants.serving.engine import load_engine  # noqa: E402
 from variants.serving.remote import AnswerClient, RemoteError  # noqa: E402
+from variants.serving.remote_engine import remote_engine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-pytestmark = pytest.mark.slow
 
 
 def free_port() -> int:
@@ -76,6 +77,7 @@ def replica_names(client: AnswerClient, want: int, timeout_s: float = 60) -> set
     return names
 
 
+@pytest.mark.slow
 def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(reference, cluster, cache_dir) -> None:
     requests, expected = reference
     lengths = sorted(len(c) for _, c in requests)
@@ -107,7 +109,7 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     assert load["errors"] == [], load["errors"][:3]
     replies = load["replies"]
     assert all(r is not None for r in replies), "a request was lost"
-    for (q, _c), reply, want in zip(requests, replies, expected):
+    for (q, _c), reply, want in zip(requests, replies, expected, strict=True):
         assert (reply["answer"], reply["start"], reply["end"]) == (want.answer, want.start, want.end), q
         assert reply["score"] == pytest.approx(want.score, abs=1e-3), q
         assert (reply["device"], reply["dtype"]) == ("cpu", "int8")
@@ -127,9 +129,24 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     with pytest.raises(RemoteError, match="Please type a question") as refused:
         client.answer("", "Paris is the capital of France.")
     assert refused.value.status == 422
+
+    # The app on top (python app.py --backend URL): the same answers on the same cards, which say where they ran;
+    # a variant the backend does not serve says so on its card.
+    engine = remote_engine(f"http://127.0.0.1:{cluster}", "embedded", "cpu", names=["baseline", INT8])
+    (question, context), want = requests[0], expected[0]
+    results = {r.variant: r for r in engine.ask(question, context, repeats=3)}
+    got = results[INT8]
+    assert (got.answer, got.start, got.end, got.dtype) == (want.answer, want.start, want.end, "int8")
+    assert len(got.latency_runs) == 3 and got.latency_min_ms <= got.latency_ms <= got.latency_max_ms
+    assert results["baseline"].error.startswith(f"Not served at http://127.0.0.1:{cluster}/baseline")
+    html = cards_html(engine, ["baseline", INT8], results, context)
+    assert f"Answered by Ray Serve at http://127.0.0.1:{cluster}/{INT8}" in html
+    assert "8-bit integers" in html
+    engine.close()
     serve.delete(INT8)
 
 
+@pytest.mark.slow
 def test_a_replica_that_cannot_load_says_why(cluster, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     options = ray_serve.VariantOptions(variant=INT8, pruned=str(missing), cache_dir=str(tmp_path / "cache"))

@@ -17,11 +17,17 @@ COMMANDS = {
     "ask": ("variants.cli", "ask_main", "answer one question with every variant"),
     "build": ("variants.cli", "build_main", "build and cache every variant of a preset"),
     "bench": ("variants.benchmarking.cli", "main", "SQuAD v2 accuracy and latency records"),
+    "serve": ("variants.cli", "serve_main", "each variant a Ray Serve deployment (--ray; the serve extra)"),
     "train": ("variants.training.cli", "main", "fine-tune or prune the embedded demo family"),
     "plot": ("variants.benchmarking.plot", "main", "chart F1 against latency for a benchmark record"),
     "load-test": ("variants.benchmarking.load_test", "main", "concurrent clients against the app's /answer"),
     "soak": ("variants.benchmarking.soak", "main", "long mixed load on /answer, the server's memory over time"),
     "served-latency": ("variants.benchmarking.served_latency", "main", "one variant over HTTP, p50/p99 per length"),
+    "ray-bench": (
+        "variants.benchmarking.ray_bench",
+        "main",
+        "Ray Serve at 1 and 2 replicas against the in-process app",
+    ),
     "replica-bench": ("variants.benchmarking.replica_bench", "main", "the BERT-large replica's chain on this CPU"),
     "gpu-report": ("variants.benchmarking.gpu_report", "main", "every backend and mode on a GPU (or --device cpu)"),
 }

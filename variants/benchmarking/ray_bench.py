@@ -99,10 +99,12 @@ def summary(load: dict[str, Any], reference: list[dict] | None = None) -> dict[s
     }
     if reference is not None:
         row["answers_differ"] = sum(
-            r is None or any(r[k] != ref[k] for k in ANSWER_FIELDS) for r, ref in zip(load["replies"], reference)
+            r is None or any(r[k] != ref[k] for k in ANSWER_FIELDS)
+            for r, ref in zip(load["replies"], reference, strict=True)
         )
         row["max_score_diff"] = max(
-            (abs(r["score"] - ref["score"]) for r, ref in zip(load["replies"], reference) if r), default=None
+            (abs(r["score"] - ref["score"]) for r, ref in zip(load["replies"], reference, strict=True) if r),
+            default=None,
         )
     return row
 

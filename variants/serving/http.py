@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from variants.answering.qa import InputError
+from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -32,6 +32,9 @@ class AnswerRequest(BaseModel):
     question: str
     context: str
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
+    null_threshold: float | str | None = Field(
+        None, description="when to say 'no answer': a number or 'calibrated'; left out: the server's setting"
+    )
 
 
 class AnswerResponse(BaseModel):
@@ -56,6 +59,16 @@ def default_variant(engine: Engine) -> str:
     return (headline or loaded)[-1]
 
 
+def request_threshold(request: AnswerRequest) -> NullThreshold | None:
+    """The request's null threshold mode (None: the server's), or :class:`InputError` saying what is wrong."""
+    if request.null_threshold in (None, ""):
+        return None
+    try:
+        return parse_null_threshold(request.null_threshold)
+    except ValueError as exc:
+        raise InputError(f"null_threshold: {exc}", "null_threshold") from None
+
+
 def router(engine: Engine) -> APIRouter:
     """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``."""
     api = APIRouter(prefix=PREFIX, tags=["variants"])
@@ -72,10 +85,11 @@ def router(engine: Engine) -> APIRouter:
             raise HTTPException(404, f"no variant {name!r}; loaded: {sorted(engine.variants)}")
         try:
             engine.check_input(request.question, request.context)
+            threshold = request_threshold(request)
         except InputError as exc:
             raise HTTPException(422, str(exc)) from None
         with models:
-            result = engine.answer_one(name, request.question, request.context)
+            result = engine.answer_one(name, request.question, request.context, null_threshold=threshold)
         if result.error:
             raise HTTPException(500, result.error)
         fields = ("variant", "answer", "score", "start", "end", "latency_ms", "device", "provider", "dtype")

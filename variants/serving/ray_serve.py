@@ -33,11 +33,12 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException
 
-from variants.answering.qa import InputError, with_null_decision
+from variants.answering.qa import InputError, NullThreshold, with_null_decision
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.engine import Engine, load_engine
-from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse
+from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse, request_threshold
+from variants.serving.remote import variant_route as route
 
 try:  # the whole module is Ray's; nothing else in variants imports it, so Ray stays optional
     import ray
@@ -46,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError("Ray Serve is an optional extra: pip install -e '.[serve]' (ray[serve])") from exc
 
 DEPLOYMENT = "VariantDeployment"
+Item = tuple[str, str, NullThreshold | None]  # (question, context, the request's null threshold mode)
 
 
 class VariantLoadError(RuntimeError):
@@ -119,8 +121,11 @@ class VariantDeployment:
     @api.get("/v1/variants")
     def variants(self) -> list[dict]:
         """The same shape as the in-process ``GET /v1/variants``: this replica's one variant."""
-        spec = self.engine.variants[self.name].spec
-        return [{"name": spec.name, "label": spec.label, "ok": True, "error": None, "replica": self.whoami()}]
+        spec, info = self.engine.variants[self.name].spec, self.model.describe()
+        runtime = {k: info[k] for k in ("device", "provider", "dtype", "size_mb", "parameters")}
+        return [
+            {"name": spec.name, "label": spec.label, "ok": True, "error": None, **runtime, "replica": self.whoami()}
+        ]
 
     @api.post("/v1/answer", response_model=AnswerResponse)
     async def answer(self, request: AnswerRequest) -> AnswerResponse:
@@ -128,32 +133,35 @@ class VariantDeployment:
             raise HTTPException(404, f"this route serves {self.name!r}, not {request.variant!r}")
         try:
             self.engine.check_input(request.question, request.context)
+            threshold = request_threshold(request)
         except InputError as exc:
             raise HTTPException(422, str(exc)) from None
-        result = await self.answer_batch((request.question, request.context))
+        result = await self.answer_batch((request.question, request.context, threshold))
         if isinstance(result, str):
             raise HTTPException(500, result)
         return result
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)  # set from the options in __init__
-    async def answer_batch(self, pairs: list[tuple[str, str]]) -> list[AnswerResponse | str]:
+    async def answer_batch(self, items: list[Item]) -> list[AnswerResponse | str]:
         """The requests Serve gathered, answered off the event loop (so the next batch gathers meanwhile)."""
-        return await asyncio.to_thread(self._answer_all, pairs)
+        return await asyncio.to_thread(self._answer_all, items)
 
-    def _answer_all(self, pairs: list[tuple[str, str]]) -> list[AnswerResponse | str]:
-        if not self.model.batch_invariant or len(pairs) == 1:  # alone, as the engine's batcher runs such models
-            return [self._one(q, c) for q, c in pairs]
+    def _answer_all(self, items: list[Item]) -> list[AnswerResponse | str]:
+        if not self.model.batch_invariant or len(items) == 1:  # alone, as the engine's batcher runs such models
+            return [self._one(*item) for item in items]
         started = time.perf_counter()
         try:
-            answers = self.engine.answer_pairs(self.name, pairs)
+            answers = self.engine.answer_pairs(self.name, [(q, c) for q, c, _ in items])
         except Exception:  # one bad batch: each request again alone, so only a bad one fails
-            return [self._one(q, c) for q, c in pairs]
+            return [self._one(*item) for item in items]
         ms = round((time.perf_counter() - started) * 1000, 3)
-        threshold = self.engine.threshold_for(self.name)
-        return [self._response(with_null_decision(a, threshold), ms) for a in answers]
+        return [
+            self._response(with_null_decision(a, self.engine.threshold_for(self.name, t)), ms)
+            for a, (_, _, t) in zip(answers, items, strict=True)
+        ]
 
-    def _one(self, question: str, context: str) -> AnswerResponse | str:
-        result = self.engine.answer_one(self.name, question, context)
+    def _one(self, question: str, context: str, threshold: NullThreshold | None = None) -> AnswerResponse | str:
+        result = self.engine.answer_one(self.name, question, context, null_threshold=threshold)
         if result.error:
             return result.error
         fields = ("variant", "answer", "score", "start", "end", "latency_ms", "device", "provider", "dtype")
@@ -209,11 +217,6 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     if unknown:
         raise ValueError(f"unknown args {sorted(unknown)}; known: {sorted(VariantOptions.__dataclass_fields__)}")
     return variant_app(VariantOptions(**args), **shape)
-
-
-def route(name: str) -> str:
-    """Where variant ``name``'s application is mounted (its answer: ``route(name) + PREFIX + '/answer'``)."""
-    return f"/{name}"
 
 
 def deploy(

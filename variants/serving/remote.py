@@ -27,6 +27,11 @@ from variants.serving.http import PREFIX
 RETRY_STATUSES = (500, 502, 503, 504)
 
 
+def variant_route(name: str) -> str:
+    """Where variant ``name``'s Ray Serve application is mounted: its answer is ``/NAME/v1/answer``."""
+    return f"/{name}"
+
+
 class RemoteError(RuntimeError):
     """The server refused or failed a request; ``status`` is its HTTP status (0: no answer at all)."""
 
@@ -66,10 +71,14 @@ class AnswerClient:
             raise RemoteError(response.status, f"{response.status} from {url}: {detail}")
         return data, retried
 
-    def answer(self, question: str, context: str, variant: str = "") -> dict:
+    def answer(self, question: str, context: str, variant: str = "", null_threshold: float | str | None = None) -> dict:
         """The answer as the route returns it (:class:`~variants.serving.http.AnswerResponse`'s fields), with
-        ``retried``: how many times it was sent again before it was answered."""
-        data, retried = self._request("POST", "/answer", {"question": question, "context": context, "variant": variant})
+        ``retried``: how many times it was sent again before it was answered. ``null_threshold``: a number or
+        "calibrated" for this request (None: the server's setting)."""
+        body = {"question": question, "context": context, "variant": variant}
+        if null_threshold is not None:
+            body["null_threshold"] = null_threshold
+        data, retried = self._request("POST", "/answer", body)
         return {**data, "retried": retried}
 
     def variants(self) -> list[dict]:
