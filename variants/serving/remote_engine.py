@@ -75,8 +75,8 @@ class RemoteEngine(Engine):
                 info = client.variants()[0]
                 loaded.model = RemoteModel(url, info)
                 self.clients[spec.name] = client
-            except (RemoteError, IndexError, KeyError, TypeError) as exc:
-                loaded.error = f"Not served at {url}: {exc}"
+            except RemoteError as exc:
+                loaded.error = not_served(url, spec.name, exc)
                 log.warning("%s", loaded.error)
             loaded.load_seconds = time.perf_counter() - started
             self.variants = {**self.variants, spec.name: loaded}
@@ -141,6 +141,13 @@ class RemoteEngine(Engine):
     def close(self) -> None:
         for client in self.clients.values():
             client.close()
+
+
+def not_served(url: str, name: str, exc: RemoteError) -> str:
+    """A card's one line for a variant the backend does not answer for, with how to serve it."""
+    if exc.status == 404:
+        return f"Not served at {url}: start it with python -m variants serve --ray --variants {name}"
+    return f"Not served at {url}: {exc}"
 
 
 def remote_engine(
