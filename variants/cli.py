@@ -265,7 +265,11 @@ def serve_main(argv: list[str]) -> int:
         parser.error("say --ray: Ray Serve is the only backend here (app.py serves in one process)")
     if args.config:
         parser.error("--config is not supported with --ray yet: name a --preset, --baseline/--pruned and --variants")
-    from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, imported only for this command
+    try:
+        from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, only for this command
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     device = resolve_device(args.device)
     chain = specs.preset(
@@ -292,11 +296,19 @@ def serve_main(argv: list[str]) -> int:
         )
         for name in names
     ]
-    for option in options:
-        option.spec()  # an unknown variant name fails here, before a cluster starts
+    try:
+        for option in options:
+            option.spec()  # an unknown variant name fails here, before a cluster starts
+    except ray_serve.VariantLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     ray_serve.start(args.address, args.cluster_cpus, args.host, args.port)
     try:
-        routes = ray_serve.deploy(options, args.replicas, args.num_cpus, args.num_gpus)
+        try:
+            routes = ray_serve.deploy(options, args.replicas, args.num_cpus, args.num_gpus)
+        except ray_serve.VariantLoadError as exc:  # the replica's own reason, in one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         for name, prefix in routes.items():
             print(f"{name:<24} POST http://{args.host}:{args.port}{prefix}/v1/answer  ({args.replicas} replicas)")
         if args.address:  # the applications stay on the cluster: `serve status`, `serve shutdown`

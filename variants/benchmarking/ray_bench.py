@@ -81,6 +81,32 @@ def run_load(
     return {"replies": replies, "times_ms": times, "wall_s": time.perf_counter() - started, "errors": errors}
 
 
+def run_rounds(
+    client: AnswerClient, requests: list[tuple[str, str]], concurrency: int, rounds: int
+) -> list[dict[str, Any]]:
+    """:func:`run_load` ``rounds`` times in a row (the same requests), after an untimed warm-up of 16."""
+    run_load(client, requests[: min(16, len(requests))], concurrency)
+    return [run_load(client, requests, concurrency) for _ in range(rounds)]
+
+
+def pooled(loads: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several rounds as one load (replies and times joined, walls summed) for :func:`summary`."""
+    return {
+        "replies": [r for load in loads for r in load["replies"]],
+        "times_ms": [t for load in loads for t in load["times_ms"]],
+        "wall_s": sum(load["wall_s"] for load in loads),
+        "errors": [e for load in loads for e in load["errors"]],
+    }
+
+
+def summary_of_rounds(loads: list[dict[str, Any]], reference: list[dict] | None = None) -> dict[str, Any]:
+    """:func:`summary` over every round, with each round's throughput beside it (the spread a shared machine gives)."""
+    row = summary(pooled(loads), reference * len(loads) if reference is not None else None)
+    row["rounds"] = len(loads)
+    row["throughput_rps_by_round"] = [round(len(load["replies"]) / load["wall_s"], 2) for load in loads]
+    return row
+
+
 def summary(load: dict[str, Any], reference: list[dict] | None = None) -> dict[str, Any]:
     """Throughput and percentiles of one load run; with ``reference`` replies, how many answers differ."""
     replies = [r for r in load["replies"] if r is not None]
@@ -110,15 +136,19 @@ def summary(load: dict[str, Any], reference: list[dict] | None = None) -> dict[s
 
 
 def measure_in_process(
-    variant: str, requests: list[tuple[str, str]], concurrency: int, cache_dir: Path | None
+    variant: str,
+    requests: list[tuple[str, str]],
+    concurrency: int,
+    cache_dir: Path | None,
+    device: str = "cpu",
+    rounds: int = 1,
 ) -> tuple[dict, list[dict]]:
-    engine = load_engine(variant_specs=[_spec(variant)], device="cpu", fallback=False, cache_dir=cache_dir)
+    engine = load_engine(variant_specs=[_spec(variant, device)], device=device, fallback=False, cache_dir=cache_dir)
     if not engine.variants[variant].ok:
         raise RuntimeError(f"{variant} failed to load: {engine.variants[variant].error}")
     with LoopbackServer(create_app(engine)) as server, AnswerClient(f"http://127.0.0.1:{server.port}") as client:
-        run_load(client, requests[: min(8, len(requests))], concurrency)  # warm-up
-        load = run_load(client, requests, concurrency)
-    return summary(load), load["replies"]
+        loads = run_rounds(client, requests, concurrency, rounds)
+    return summary_of_rounds(loads), loads[0]["replies"]
 
 
 def measure_ray(
@@ -131,27 +161,27 @@ def measure_ray(
     port: int,
     cache_dir: Path | None,
     reference: list[dict],
+    device: str = "cpu",
+    rounds: int = 1,
 ) -> dict[str, Any]:
     from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, imported only here
 
-    options = ray_serve.VariantOptions(variant=variant, cache_dir=str(cache_dir) if cache_dir else None)
+    options = ray_serve.VariantOptions(variant=variant, device=device, cache_dir=str(cache_dir) if cache_dir else None)
     started = time.perf_counter()
     ray_serve.deploy([options], replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus)
     ready_s = time.perf_counter() - started
     base = f"http://127.0.0.1:{port}{ray_serve.route(variant)}"
     try:
         with AnswerClient(base) as client:
-            run_load(client, requests[: min(8 * replicas, len(requests))], concurrency)  # warm-up, every replica
-            load = run_load(client, requests, concurrency)
+            loads = run_rounds(client, requests, concurrency, rounds)
     finally:
         ray_serve.serve.delete(variant)
-    return {"replicas": replicas, "num_cpus": num_cpus, "num_gpus": num_gpus, "ready_s": round(ready_s, 1)} | summary(
-        load, reference
-    )
+    shape = {"replicas": replicas, "num_cpus": num_cpus, "num_gpus": num_gpus, "ready_s": round(ready_s, 1)}
+    return shape | summary_of_rounds(loads, reference)
 
 
-def _spec(variant: str) -> specs.VariantSpec:
-    found = [s for s in specs.preset(specs.FALLBACK_PRESET, "cpu") if s.name == variant]
+def _spec(variant: str, device: str) -> specs.VariantSpec:
+    found = [s for s in specs.preset(specs.FALLBACK_PRESET, device) if s.name == variant]
     if not found:
         raise ValueError(f"no variant {variant!r} in the {specs.FALLBACK_PRESET} preset")
     return found[0]
@@ -162,7 +192,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--variant", default=INT8, help=f"a variant of the embedded preset (default {INT8})")
     parser.add_argument("--replicas", default="1,2", help="comma-separated replica counts (default 1,2)")
     parser.add_argument("--requests", type=int, default=200, help="requests per server (default 200)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of every request per server (default 3)")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--num-gpus", type=float, default=0.0, help="GPU share per replica (e.g. 0.25; default 0)")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs the local Ray cluster offers")
     parser.add_argument("--port", type=int, default=8000, help="Ray Serve's HTTP port (default 8000)")
@@ -171,7 +203,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", type=Path, default=RAY_DIR, help="folder for the record")
     args = parser.parse_args(argv)
     requests = sample_requests(args.requests)
-    in_process, reference = measure_in_process(args.variant, requests, args.concurrency, args.cache_dir)
+    in_process, reference = measure_in_process(
+        args.variant, requests, args.concurrency, args.cache_dir, args.device, args.rounds
+    )
     print(f"in-process: {json.dumps(in_process)}", flush=True)
 
     from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, imported only here
@@ -191,6 +225,8 @@ def main(argv: list[str] | None = None) -> Path:
                 args.port,
                 args.cache_dir,
                 reference,
+                args.device,
+                args.rounds,
             )
             print(f"ray serve: {json.dumps(row)}", flush=True)
             rows.append(row)
@@ -201,6 +237,7 @@ def main(argv: list[str] | None = None) -> Path:
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "kind": "ray-serve",
         "variant": args.variant,
+        "device": args.device,
         "hardware": hardware,
         "versions": {**record_versions(), "ray": dist_version("ray"), "fastapi": dist_version("fastapi")},
         "load_average": list(os.getloadavg()),
@@ -209,7 +246,8 @@ def main(argv: list[str] | None = None) -> Path:
             "concurrency": args.concurrency,
             "data": str(DEFAULT_DATA.relative_to(RESULTS_DIR.parents[1])),
             "request_mix": "SQuAD v2 sample questions spread evenly over context length, in a fixed mixed order",
-            "warmup": "8 requests per replica, untimed",
+            "rounds": args.rounds,
+            "warmup": "16 requests per server, untimed",
             "cluster_cpus": args.cpus,
         },
         "method": (
@@ -217,7 +255,8 @@ def main(argv: list[str] | None = None) -> Path:
             "lean route POST /v1/answer served in-process by uvicorn (one request at a time in the model, all "
             "cores) and (2) the variant's Ray Serve application POST /<variant>/v1/answer on a local Ray cluster, "
             "at each replica count (each replica's inference threads = its CPU share). throughput_rps: answered "
-            "requests / wall time; client p50/p99: request to parsed reply; engine_p50_ms: the server's own "
+            "requests / wall time over every round (each round's beside it); client p50/p99: request to parsed "
+            "reply; engine_p50_ms: the server's own "
             "tokenize+run+decode time; answers_differ: replies whose answer text or character span differ from "
             "the in-process engine's."
         ),

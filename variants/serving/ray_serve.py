@@ -24,6 +24,8 @@ engine's one-line reason; Serve then marks the deployment ``DEPLOY_FAILED`` with
 ``serve.run`` raises it).
 """
 
+# No `from __future__ import annotations` here: Serve's FastAPI ingress reads the route methods' annotations
+# (the request body's model) as objects.
 import asyncio
 import os
 import time
