@@ -10,6 +10,7 @@ This file only parses options and wires the tabs of :mod:`ui` to the engine; no 
 """
 
 import argparse
+import functools
 import logging
 import sys
 import time
@@ -121,6 +122,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="answer through the variants' Ray Serve routes at URL (python -m variants serve --ray) instead of "
         "loading the models here",
     )
+    parser.add_argument(
+        "--demo-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --backend: run this page itself as a Ray Serve deployment of N replicas at /demo on the running "
+        "Ray cluster (the one `python -m variants serve --ray` started), instead of serving it here",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -156,9 +165,34 @@ def serve_address(args: argparse.Namespace) -> tuple[str, int]:
     return args.host, args.port
 
 
+def backend_demo(argv: list[str]) -> gr.Blocks:
+    """The page over ``--backend`` built from app.py's own arguments: what each Serve replica of the demo runs."""
+    args = parse_args(argv)
+    engine = remote_engine_from_args(args)
+    return build_demo(
+        engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
+    )
+
+
+def deploy_demo(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--demo-replicas N``: the page as a Serve deployment on the running Ray cluster; it stays after this exits."""
+    from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, only for this option
+
+    ray_serve.start(address="auto")
+    url = ray_serve.deploy_demo(functools.partial(backend_demo, argv), args.demo_replicas)
+    print(f"The demo runs as {args.demo_replicas} Serve replicas at {args.backend.rstrip('/')}{url}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
+    if args.demo_replicas:
+        if not args.backend:
+            print("error: --demo-replicas needs --backend (the replicas answer through it)", file=sys.stderr)
+            return 2
+        return deploy_demo(args, [a for a in argv if not a.startswith("--demo-replicas")])
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None

@@ -29,6 +29,7 @@ engine's one-line reason; Serve then marks the deployment ``DEPLOY_FAILED`` with
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,18 @@ def stop() -> None:
         serve.shutdown()
     finally:
         ray.shutdown()
+
+
+DEMO_ROUTE = "/demo"
+
+
+def deploy_demo(builder: Callable[[], Any], replicas: int = 1, num_cpus: float = 0.5) -> str:
+    """The Gradio page (``builder()`` makes it) as a Serve deployment of ``replicas`` replicas at :data:`DEMO_ROUTE`,
+    through Ray's own Gradio integration (``ray.serve.gradio_integrations.GradioServer``); its route."""
+    from ray.serve.gradio_integrations import GradioServer  # noqa: PLC0415 - it imports gradio: only for the demo
+
+    deployment = GradioServer.options(
+        name="GradioDemo", num_replicas=replicas, ray_actor_options={"num_cpus": num_cpus}
+    )
+    serve.run(deployment.bind(builder), name="demo", route_prefix=DEMO_ROUTE)
+    return DEMO_ROUTE
