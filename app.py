@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import gradio as gr
+from fastapi import FastAPI
 
 from ui import SAMPLE_FILE
 from ui.about import about_html
@@ -165,13 +166,17 @@ def serve_address(args: argparse.Namespace) -> tuple[str, int]:
     return args.host, args.port
 
 
-def backend_demo(argv: list[str]) -> gr.Blocks:
-    """The page over ``--backend`` built from app.py's own arguments: what each Serve replica of the demo runs."""
+def backend_app(argv: list[str]) -> FastAPI:
+    """What each Serve replica of the demo serves, built from app.py's own arguments: the page over ``--backend``
+    mounted with Gradio's own ``mount_gradio_app`` (theme and CSS as at launch), beside the lean /v1 routes."""
     args = parse_args(argv)
     engine = remote_engine_from_args(args)
-    return build_demo(
+    demo = build_demo(
         engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
     )
+    app = FastAPI()
+    app.include_router(serve.router(engine))
+    return gr.mount_gradio_app(app, demo, path="/", **launch_style())
 
 
 def deploy_demo(args: argparse.Namespace, argv: list[str]) -> int:
@@ -179,7 +184,7 @@ def deploy_demo(args: argparse.Namespace, argv: list[str]) -> int:
     from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, only for this option
 
     ray_serve.start(address="auto")
-    url = ray_serve.deploy_demo(functools.partial(backend_demo, argv), args.demo_replicas)
+    url = ray_serve.deploy_demo(functools.partial(backend_app, argv), args.demo_replicas)
     print(f"The demo runs as {args.demo_replicas} Serve replicas at {args.backend.rstrip('/')}{url}", flush=True)
     return 0
 
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.backend:
             print("error: --demo-replicas needs --backend (the replicas answer through it)", file=sys.stderr)
             return 2
-        return deploy_demo(args, [a for a in argv if not a.startswith("--demo-replicas")])
+        return deploy_demo(args, argv)  # each replica parses the same options (and ignores --demo-replicas)
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None

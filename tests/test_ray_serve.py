@@ -8,6 +8,7 @@ teardown.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -19,8 +20,10 @@ import yaml
 ray = pytest.importorskip("ray", reason="Ray Serve is the optional `serve` extra: pip install -e '.[serve]'")
 serve = pytest.importorskip("ray.serve", reason="Ray Serve is the optional `serve` extra: pip install -e '.[serve]'")
 
+from gradio_client import Client  # noqa: E402
 from ray.serve.schema import ServeDeploySchema  # noqa: E402
 
+import app as app_py  # noqa: E402
 from ui.cards import cards_html  # noqa: E402
 from variants.benchmarking.ray_bench import INT8, run_load, sample_requests  # noqa: E402
 from variants.core import config  # noqa: E402
@@ -143,6 +146,18 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     assert f"Answered by Ray Serve at http://127.0.0.1:{cluster}/{INT8}" in html
     assert "8-bit integers" in html
     engine.close()
+
+    # The page itself as a Serve deployment (app.py --demo-replicas 1) over the same backend: its /answer API and
+    # its lean route answer through the INT8 replicas.
+    backend = f"http://127.0.0.1:{cluster}"
+    argv = ["--backend", backend, "--preset", "embedded", "--variants", INT8]
+    # num_cpus=0: the two INT8 replicas hold the cluster's 2 CPUs, and a replica that cannot be placed waits forever
+    route = ray_serve.deploy_demo(functools.partial(app_py.backend_app, argv), replicas=1, num_cpus=0)
+    page = Client(f"{backend}{route}/", verbose=False).predict(context, question, api_name="/answer")
+    assert [(r["variant"], r["answer"], r["start"]) for r in page] == [(INT8, want.answer, want.start)]
+    with AnswerClient(f"{backend}{route}") as lean:
+        assert lean.answer(question, context)["answer"] == want.answer
+    serve.delete("demo")
     serve.delete(INT8)
 
 

@@ -273,7 +273,7 @@ def start(
     ``num_cpus`` CPUs and a small object store (answers are small; Ray's default takes 30% of memory), then
     start Serve's HTTP proxy on ``host:port``."""
     if address:
-        ray.init(address=address, ignore_reinit_error=True)
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     else:
         ray.init(
             num_cpus=num_cpus,
@@ -296,12 +296,20 @@ DEMO_ROUTE = "/demo"
 
 
 def deploy_demo(builder: Callable[[], Any], replicas: int = 1, num_cpus: float = 0.5) -> str:
-    """The Gradio page (``builder()`` makes it) as a Serve deployment of ``replicas`` replicas at :data:`DEMO_ROUTE`,
-    through Ray's own Gradio integration (``ray.serve.gradio_integrations.GradioServer``); its route."""
-    from ray.serve.gradio_integrations import GradioServer  # noqa: PLC0415 - it imports gradio: only for the demo
+    """The Gradio page as a Serve deployment of ``replicas`` replicas at :data:`DEMO_ROUTE`; its route.
 
-    deployment = GradioServer.options(
-        name="GradioDemo", num_replicas=replicas, ray_actor_options={"num_cpus": num_cpus}
+    ``builder()`` returns the ASGI app (the page mounted on FastAPI); Serve calls it in each replica
+    (``serve.ingress`` with a builder). Ray's own ``gradio_integrations.GradioServer`` is not used: it mounts
+    the page without Gradio 6's launch-time theme, and the page's index fails to render."""
+
+    def build_asgi_app() -> Any:  # a plain function: Serve takes any other callable for the ASGI app itself
+        return builder()
+
+    deployment = serve.deployment(
+        serve.ingress(build_asgi_app)(),
+        name="GradioDemo",
+        num_replicas=replicas,
+        ray_actor_options={"num_cpus": num_cpus},
     )
-    serve.run(deployment.bind(builder), name="demo", route_prefix=DEMO_ROUTE)
+    serve.run(deployment.bind(), name="demo", route_prefix=DEMO_ROUTE)
     return DEMO_ROUTE
