@@ -228,3 +228,13 @@ def test_rayservice_manifests_have_head_cpu_and_gpu_workers() -> None:
 def test_build_app_refuses_unknown_args() -> None:
     with pytest.raises(ValueError, match="unknown args"):
         ray_serve.build_app({"variant": INT8, "replica": 2})
+
+
+def test_serve_command_refuses_before_starting_a_cluster(capsys: pytest.CaptureFixture) -> None:
+    from variants.cli import serve_main  # noqa: PLC0415
+
+    with pytest.raises(SystemExit):
+        serve_main(["--preset", "embedded"])  # no --ray
+    assert "say --ray" in capsys.readouterr().err
+    assert serve_main(["--ray", "--preset", "embedded", "--variants", "nope"]) == 2
+    assert "no variant 'nope' in preset 'embedded'" in capsys.readouterr().err  # checked before Ray starts

@@ -81,3 +81,10 @@ def test_client_retries_a_failed_request_until_it_is_answered() -> None:
             with pytest.raises(RemoteError, match="replica gone") as failed:
                 client.answer("q", "c")
         assert failed.value.status == 503 and len(calls) == 2
+
+
+def test_app_demo_replicas_need_a_backend(capsys: pytest.CaptureFixture) -> None:
+    import app  # noqa: PLC0415
+
+    assert app.main(["--demo-replicas", "2"]) == 2
+    assert "--demo-replicas needs --backend" in capsys.readouterr().err
