@@ -10,8 +10,11 @@ import pytest
 from fastapi import FastAPI, HTTPException
 
 from ui.cards import cards_html
+from variants.benchmarking.options import DEFAULT_DATA
+from variants.benchmarking.quick import quick_benchmark
 from variants.benchmarking.served_latency import LoopbackServer
 from variants.core.spec import VariantSpec
+from variants.core.squad import load_squad_json
 from variants.serving.engine import load_engine
 from variants.serving.http import router
 from variants.serving.remote import AnswerClient, RemoteError, variant_route
@@ -47,6 +50,8 @@ def test_remote_engine_answers_as_the_engine_with_the_requests_threshold(backend
     assert f"Answered by Ray Serve at {url}/baseline" in html and "This variant failed" in html
     with pytest.raises(RuntimeError, match="runs models in this process"):
         remote.answer_pairs("baseline", [(QUESTION, CONTEXT)])
+    with pytest.raises(ValueError, match="The quick benchmark runs models in this process; baseline answer"):
+        quick_benchmark(remote, load_squad_json(DEFAULT_DATA), 2)
 
 
 def test_client_refuses_bad_input_without_retrying(backend) -> None:

@@ -11,7 +11,8 @@ Timings: a card's latency is the replica's own (tokenize, run, decode), the same
 cards; the network hop is not in it (``python -m variants ray-bench`` measures the hop).
 
 Not through a backend: the Benchmark tab's quick benchmark and "Try your own model" run models in this
-process, so they refuse with a message (:meth:`RemoteEngine.answer_pairs`, ``add_variant``).
+process, so they refuse with a message (the quick benchmark, :meth:`RemoteEngine.answer_pairs`,
+``add_variant``; app.py leaves "Try your own model" out with ``--backend``).
 """
 
 from __future__ import annotations
