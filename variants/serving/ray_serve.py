@@ -186,9 +186,9 @@ class VariantDeployment:
         )
 
     def whoami(self) -> dict:
-        """This replica's actor (name and namespace, for ``ray.get_actor``) and process id."""
-        context = ray.get_runtime_context()
-        return {"actor": context.get_actor_name(), "namespace": context.namespace, "pid": os.getpid()}
+        """This replica's actor name (Serve's replicas live in the "serve" namespace: ``ray.get_actor(name,
+        namespace="serve")``) and process id."""
+        return {"actor": ray.get_runtime_context().get_actor_name(), "pid": os.getpid()}
 
 
 def variant_app(
