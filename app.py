@@ -10,6 +10,7 @@ This file only parses options and wires the tabs of :mod:`ui` to the engine; no 
 """
 
 import argparse
+import functools
 import logging
 import socket
 import sys
@@ -18,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import gradio as gr
+from fastapi import FastAPI
 
 from ui import SAMPLE_FILE
 from ui.about import about_html, page_intro
@@ -27,7 +29,7 @@ from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
-from variants.cli import add_model_arguments, engine_from_args
+from variants.cli import add_model_arguments, engine_from_args, remote_engine_from_args
 from variants.core import config
 from variants.serving import http as serve
 from variants.serving.engine import Engine
@@ -110,6 +112,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=serving["max_queue"],
         help="requests that may wait in the queue; more are turned away (default 32)",
     )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="URL",
+        help="answer through the variants' Ray Serve routes at URL (python -m variants serve --ray) instead of "
+        "loading the models here",
+    )
+    parser.add_argument(
+        "--demo-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --backend: run this page itself as a Ray Serve deployment of N replicas at /demo on the running "
+        "Ray cluster (the one `python -m variants serve --ray` started), instead of serving it here",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -162,9 +179,38 @@ def port_message(host: str, port: int) -> str:
     return f"error: port {port} on {host} is already in use; start with --port N to serve on another port"
 
 
+def backend_app(argv: list[str]) -> FastAPI:
+    """What each Serve replica of the demo serves, built from app.py's own arguments: the page over ``--backend``
+    mounted with Gradio's own ``mount_gradio_app`` (theme and CSS as at launch), beside the lean /v1 routes."""
+    args = parse_args(argv)
+    engine = remote_engine_from_args(args)
+    demo = build_demo(
+        engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
+    )
+    app = FastAPI()
+    app.include_router(serve.router(engine))
+    return gr.mount_gradio_app(app, demo, path="/", **launch_style())
+
+
+def deploy_demo(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--demo-replicas N``: the page as a Serve deployment on the running Ray cluster; it stays after this exits."""
+    from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, only for this option
+
+    ray_serve.start(address="auto")
+    url = ray_serve.deploy_demo(functools.partial(backend_app, argv), args.demo_replicas)
+    print(f"The demo runs as {args.demo_replicas} Serve replicas at {args.backend.rstrip('/')}{url}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
+    if args.demo_replicas:
+        if not args.backend:
+            print("error: --demo-replicas needs --backend (the replicas answer through it)", file=sys.stderr)
+            return 2
+        return deploy_demo(args, argv)  # each replica parses the same options (and ignores --demo-replicas)
     host, port = serve_address(args)
     if port_in_use(host, port):  # before the models load (a minute), not after
         print(port_message(host, port), file=sys.stderr)
@@ -172,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None
-        engine = load_models(args)
+        engine = remote_engine_from_args(args, console_progress) if args.backend else load_models(args)
+        allow_custom = allow_custom and not args.backend  # the backend loads the models, not this app
     except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -361,7 +361,10 @@ def make_quick_benchmark(
     def quick(n: float, view: str, quick_runs: list[Record], progress=gr.Progress()) -> tuple:
         examples = load_squad_json(sample_file)
         progress(0.0, desc="Starting")
-        record = run_quick(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
+        try:
+            record = run_quick(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
+        except ValueError as exc:  # e.g. variants answered by a backend: the reason, on the page
+            raise gr.Error(str(exc)) from None
         quick_runs = [*(quick_runs or []), record]
         choices = gr.Dropdown(choices=record_choices(stored or [], quick_runs), value=record_key(record))
         return (*select_outputs(record, "", view), quick_runs, choices)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 
 from variants.answering.qa import WINDOW_RULES, DecodeSettings, InputError, parse_null_threshold
@@ -164,6 +165,19 @@ def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
     )
 
 
+def remote_engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
+    """The variants the arguments name, answered by the Ray Serve routes at ``args.backend`` (nothing loads here)."""
+    from variants.serving.remote_engine import remote_engine  # noqa: PLC0415 - only with --backend
+
+    if args.config:
+        raise ValueError("--config is not supported with --backend: name a --preset and --variants")
+    device = resolve_device(args.device)
+    overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k))}
+    names = args.variants.split(",") if args.variants else None
+    preset = args.preset or specs.DEFAULT_PRESET
+    return remote_engine(args.backend, preset, device, names, overrides, progress)
+
+
 # --- python -m variants ask | build -----------------------------------------------------------------
 
 
@@ -258,3 +272,91 @@ def build_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m variants build", description="Build and cache every variant.")
     add_model_arguments(parser)
     return cmd_build(parser.parse_args(argv))
+
+
+# --- python -m variants serve --ray --------------------------------------------------------------------
+
+
+def serve_main(argv: list[str]) -> int:
+    """Each chosen variant as a Ray Serve deployment (see :mod:`variants.serving.ray_serve`)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m variants serve",
+        description="Serve the variants with Ray Serve: each chosen variant a deployment of N replicas with its own "
+        "route, POST /<variant>/v1/answer (the JSON of the app's /v1/answer), on a local Ray cluster or a running "
+        "one (--address). Needs the serve extra: pip install -e '.[serve]'.",
+    )
+    parser.add_argument("--ray", action="store_true", help="serve through Ray Serve (the one backend of this command)")
+    add_model_arguments(parser)
+    parser.add_argument("--replicas", type=positive_int, default=1, help="replicas per variant (default 1)")
+    parser.add_argument("--num-cpus", type=float, default=1.0, help="CPUs each replica reserves (default 1)")
+    parser.add_argument("--num-gpus", type=float, default=0.0, help="GPU share per replica, e.g. 0.25 (default 0)")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="a running Ray cluster to join ('auto': the one on this machine); default: "
+        "start a local cluster for as long as this command runs",
+    )
+    parser.add_argument("--cluster-cpus", type=positive_int, default=None, help="CPUs of the local cluster (all)")
+    parser.add_argument("--host", default="127.0.0.1", help="where Serve's HTTP proxy listens (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="Serve's HTTP port (default 8000)")
+    args = parser.parse_args(argv)
+    if not args.ray:
+        parser.error("say --ray: Ray Serve is the only backend here (app.py serves in one process)")
+    if args.config:
+        parser.error("--config is not supported with --ray yet: name a --preset, --baseline/--pruned and --variants")
+    try:
+        from variants.serving import ray_serve  # noqa: PLC0415 - Ray is an optional extra, only for this command
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    device = resolve_device(args.device)
+    chain = specs.preset(
+        args.preset or specs.DEFAULT_PRESET,
+        device,
+        {k: getattr(args, k) for k in ("baseline", "pruned") if getattr(args, k)},
+    )
+    if args.variants:
+        names = args.variants.split(",")
+    else:  # the fastest headline variant of the chain, as the app's /v1/answer defaults to
+        names = [[s.name for s in chain if s.headline][-1]]
+    options = [
+        ray_serve.VariantOptions(
+            variant=name,
+            preset=args.preset or specs.DEFAULT_PRESET,
+            baseline=args.baseline,
+            pruned=args.pruned,
+            device=device,
+            cache_dir=args.cache_dir,
+            null_threshold=args.null_threshold,
+            max_context_chars=args.max_context_chars,
+            max_batch=args.max_batch,
+            batch_wait_ms=args.batch_wait_ms,
+        )
+        for name in names
+    ]
+    try:
+        for option in options:
+            option.spec()  # an unknown variant name fails here, before a cluster starts
+    except ray_serve.VariantLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ray_serve.start(args.address, args.cluster_cpus, args.host, args.port)
+    try:
+        try:
+            routes = ray_serve.deploy(options, args.replicas, args.num_cpus, args.num_gpus)
+        except ray_serve.VariantLoadError as exc:  # the replica's own reason, in one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for name, prefix in routes.items():
+            print(f"{name:<24} POST http://{args.host}:{args.port}{prefix}/v1/answer  ({args.replicas} replicas)")
+        if args.address:  # the applications stay on the cluster: `serve status`, `serve shutdown`
+            return 0
+        print("serving; Ctrl-C stops the local cluster", flush=True)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if not args.address:
+            ray_serve.stop()
+    return 0

@@ -36,6 +36,12 @@ def quick_benchmark(
     ``data``, meant to sit beside the stored records (written to the folder ``out`` only if given).
     ``progress(fraction, message)`` after each question.
     """
+    remote = [v.spec.name for v in engine.loaded if v.ok and v.model.backend == "remote"]
+    if remote:  # app.py --backend: the models run elsewhere, and this times models in this process
+        raise ValueError(
+            f"The quick benchmark runs models in this process; {', '.join(remote)} answer from a backend. "
+            "Measure them there: python -m variants ray-bench."
+        )
     created = datetime.now(UTC)
     # A fixed-seed draw across the whole sample: the first n questions would cover one or two articles.
     examples = random.Random(0).sample(examples, min(n, len(examples)))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from variants.answering.qa import InputError
+from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 from variants.answering.timing import SERVED, TimingRule
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ class AnswerRequest(BaseModel):
     runs: int = Field(SERVED.runs, ge=1, le=100, description="timed runs at most (default 1: the request as served)")
     budget_s: float | None = Field(None, gt=0, description="seconds for the whole call; more runs only if they fit")
     warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
+    null_threshold: float | str | None = Field(
+        None, description="when to say 'no answer': a number or 'calibrated'; left out: the server's setting"
+    )
 
 
 class AnswerResponse(BaseModel):
@@ -68,6 +71,16 @@ def default_variant(engine: Engine) -> str:
     return (headline or loaded)[-1]
 
 
+def request_threshold(request: AnswerRequest) -> NullThreshold | None:
+    """The request's null threshold mode (None: the server's), or :class:`InputError` saying what is wrong."""
+    if request.null_threshold in (None, ""):
+        return None
+    try:
+        return parse_null_threshold(request.null_threshold)
+    except ValueError as exc:
+        raise InputError(f"null_threshold: {exc}", "null_threshold") from None
+
+
 def router(engine: Engine) -> APIRouter:
     """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``."""
     api = APIRouter(prefix=PREFIX, tags=["variants"])
@@ -84,11 +97,12 @@ def router(engine: Engine) -> APIRouter:
             raise HTTPException(404, f"no variant {name!r}; loaded: {sorted(engine.variants)}")
         try:
             engine.check_input(request.question, request.context)
+            threshold = request_threshold(request)
         except InputError as exc:
             raise HTTPException(422, str(exc)) from None
         rule = TimingRule(runs=request.runs, budget_s=request.budget_s, warmup=request.warmup)
         with models:
-            result = engine.answer_one(name, request.question, request.context, rule=rule)
+            result = engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
         if result.error:
             raise HTTPException(500, result.error)
         fields = (
