@@ -6,6 +6,8 @@ import json
 import random
 from dataclasses import replace
 
+import pytest
+
 from variants.core.squad import QAExample
 from variants.training import augment
 from variants.training import features as train_features
@@ -147,3 +149,39 @@ def test_short_context_features_are_labelled_and_left_out_of_the_importance_samp
     plain = train_features.build_train_features(tokenizer, examples, 64, 16)
     unlabelled = [f | {"start_positions": train_features.UNLABELLED} for f in plain]  # pairs for the teacher only
     assert train_features.calibration_pool(plain + unlabelled + copies) == list(range(len(plain)))
+
+
+def test_long_context_copies_set_each_paragraph_among_its_neighbours_with_its_answers_moved():
+    titles = {"a": [PARIS, ROME, "Berlin is the capital of Germany."], "b": ["Madrid is in Spain."]}
+    examples = [
+        QAExample(f"{t}{i}", "What is it?", context, ("capital",), (context.index("capital"),), t)
+        if "capital" in context
+        else QAExample(f"{t}{i}", "Who built it?", context, (), (), t)
+        for t, contexts in titles.items()
+        for i, context in enumerate(contexts)
+    ]
+    made = augment.long_context_copies(examples, 1.0, 0, paragraphs=2)
+    assert {e.id for e in made} == {"a0-art", "a1-art", "a2-art"}  # b has one paragraph: no copy
+    for copy in made:
+        source = next(e for e in examples if f"{e.id}-art" == copy.id)
+        assert source.context in copy.context and copy.context.count("\n\n") == 1
+        for text, start in zip(copy.answers, copy.answer_starts, strict=True):
+            assert copy.context[start : start + len(text)] == text
+            assert start >= copy.context.index(source.context)  # its own paragraph's occurrence
+    assert augment.long_context_copies(examples, 1.0, 0, paragraphs=2) == made  # seeded
+
+
+def test_training_reads_several_files_and_named_held_out_articles(tmp_path):
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    for path, title in ((first, "a"), (second, "b")):
+        qas = [{"id": f"{title}0", "question": "Which?", "is_impossible": False,
+                "answers": [{"text": "Paris", "answer_start": 0}]}]  # fmt: skip
+        path.write_text(json.dumps({"version": "v2.0", "data": [{"title": title, "paragraphs": [
+            {"context": PARIS, "qas": qas}]}]}))  # fmt: skip
+    both = f"{first},{second}"
+    examples, held = load_examples(TrainConfig("finetune", "x", both, "o", holdout_titles="b"))
+    assert [e.id for e in examples] == ["a0"] and held == ["b"]
+    assert train_features.data_name(both) == "one.json,two.json"
+    assert len(train_features._sha256(both).split(",")) == 2
+    with pytest.raises(ValueError, match="no article"):
+        load_examples(TrainConfig("finetune", "x", both, "o", holdout_titles="c"))
