@@ -276,13 +276,28 @@ def _char_span(windows: Windows, row: int, s: int, e: int, align_to_words: bool)
 
 @dataclass
 class _Candidate:
-    """One answer text of one context, over the windows it appears in."""
+    """One answer text of one context, over the windows it appears in. Within a window its probability is
+    the sum over the token spans that widen to it (as the pipeline counts it); across windows the rule
+    combines those per-window probabilities."""
 
-    total: float  # its scores added up over windows (the pipeline's ranking)
-    best: float  # its best single-window score
     start: int
     end: int
-    row: int  # the window of its best score
+    by_row: dict[int, float]  # window -> the text's probability in it
+
+    @property
+    def total(self) -> float:
+        """Its probabilities added up over windows (the pipeline's ranking; can pass 1)."""
+        return sum(self.by_row.values())
+
+    @property
+    def best(self) -> float:
+        """Its probability in the window where it is most likely."""
+        return max(self.by_row.values())
+
+    @property
+    def row(self) -> int:
+        """That window."""
+        return max(self.by_row, key=self.by_row.__getitem__)
 
 
 def decode(
@@ -311,12 +326,8 @@ def decode(
         for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
             c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
             text = contexts[pair][c0:c1]
-            if (seen := texts[pair].get(text)) is None:
-                texts[pair][text] = _Candidate(score, score, c0, c1, row)
-            else:
-                seen.total += score
-                if score > seen.best:
-                    seen.best, seen.row = score, row
+            seen = texts[pair].setdefault(text, _Candidate(c0, c1, {}))
+            seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
     for pair, context in enumerate(contexts):
