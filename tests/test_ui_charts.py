@@ -24,6 +24,7 @@ from ui.benchmark import (
 )
 from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
 from ui.palette import PEER, STYLES, variant_style
+from ui.text import fmt_params
 from variants.building.replica import LATENCY_ONLY
 from variants.core import spec as specs
 from variants.serving.engine import VariantResult
@@ -176,3 +177,7 @@ def test_the_chart_titles_fit_a_phone(engine, record) -> None:
         title = benchmark_outputs(record, "", view)[1].layout.title.text
         small = [html.unescape(line.removesuffix("</sup>")) for line in title.split("<br><sup>")[1:]]
         assert small and all(len(line) <= 50 for line in small), small
+
+
+def test_parameter_counts_read_as_a_dash_where_a_record_has_none():
+    assert [fmt_params(n) for n in (None, 0, float("nan"), 22_566_146)] == ["–", "–", "–", "22.6 M"]

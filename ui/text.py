@@ -4,6 +4,7 @@ Every piece of user or model text reaches HTML through :func:`esc`; nothing else
 """
 
 import html
+import math
 
 SNIPPET_RADIUS = 180  # characters of context shown either side of an answer
 
@@ -14,7 +15,7 @@ def esc(value: object) -> str:
 
 
 def fmt_params(n: int | None) -> str:
-    if not n:
+    if not n or math.isnan(n):  # None, 0, or NaN (a table's empty cell)
         return "–"
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M" if n >= 1e5 else f"{n:,}"
 
