@@ -314,6 +314,7 @@ def decode(
     k = 12 if settings.align_to_words else 1
     texts: list[dict[str, _Candidate]] = [{} for _ in contexts]
     row_null = np.ones(len(windows.owner))
+    lowest_null = [1.0] * len(contexts)
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -322,6 +323,7 @@ def decode(
         p_start = _softmax(np.where(allowed, starts[row], -1e4))
         p_end = _softmax(np.where(allowed, ends[row], -1e4))
         row_null[row] = float(p_start[cls] * p_end[cls])
+        lowest_null[pair] = min(lowest_null[pair], row_null[row])
         p_start[cls] = p_end[cls] = 0.0
         for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
             c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
@@ -330,15 +332,13 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
+    rank = (lambda c: c.total) if settings.windows == "pipeline" else (lambda c: c.best)
     for pair, context in enumerate(contexts):
-        rows = np.flatnonzero(windows.owner == pair)
-        lowest_null = float(row_null[rows].min()) if len(rows) else 1.0
-        rank = (lambda c: c.total) if settings.windows == "pipeline" else (lambda c: c.best)
         best = max(texts[pair].values(), key=rank, default=None)
         if best is None:
-            span = Answer("", 0, 0, lowest_null, 0.0, lowest_null)
+            span = Answer("", 0, 0, lowest_null[pair], 0.0, lowest_null[pair])
         else:
-            null = float(row_null[best.row]) if settings.windows == "window" else lowest_null
+            null = float(row_null[best.row]) if settings.windows == "window" else lowest_null[pair]
             span = Answer(context[best.start : best.end], best.start, best.end, best.best, best.best, null,
                           ranked_score=rank(best))  # fmt: skip
         answers.append(with_null_decision(span, threshold) if settings.handle_impossible or best is None else span)

@@ -191,6 +191,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def add_server_arguments(parser: argparse.ArgumentParser, out_dir: Path) -> None:
+    """Which app the clients talk to (one already running, else one launched: :func:`add_launch_arguments`)
+    and where the record goes: the options the load and soak tests share."""
+    parser.add_argument("--url", default=None, help="a running app on this machine (else app.py is launched)")
+    parser.add_argument("--pid", type=int, default=None, help="with --url: the server process, for its memory")
+    parser.add_argument("--label", default="", help="with --url: a note on how that server is configured")
+    parser.add_argument("--out", default=None, help=f"JSON file or folder (default {out_dir.relative_to(ROOT)})")
+    add_launch_arguments(parser)
+
+
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """How ``app.py`` is started when no ``--url`` is given."""
     launch = parser.add_argument_group("launching app.py (without --url)")

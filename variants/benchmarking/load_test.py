@@ -26,10 +26,9 @@ from variants.benchmarking.app_client import (
     MAX_CLIENTS,
     MAX_REQUESTS,
     MAX_SECONDS,
-    ROOT,
     Pair,
     RssSampler,
-    add_launch_arguments,
+    add_server_arguments,
     batching_modes,
     bounded,
     check_url,
@@ -138,16 +137,12 @@ def _round(value: float | None) -> float | None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default=None, help="a running app on this machine (else app.py is launched)")
-    parser.add_argument("--pid", type=int, default=None, help="with --url: the server process, for its memory")
-    parser.add_argument("--label", default="", help="with --url: a note on how that server is configured")
     parser.add_argument("--clients", type=bounded(1, MAX_CLIENTS), default=32, help="concurrent clients (32)")
     parser.add_argument("--requests", type=bounded(1, MAX_REQUESTS), default=1000, help="requests in all (1000)")
     parser.add_argument("--pairs", type=bounded(1, 500), default=16, help="distinct (question, context) pairs")
     parser.add_argument("--timeout-s", type=bounded(1, MAX_SECONDS), default=1800, help="stop sending after this")
-    parser.add_argument("--out", default=None, help=f"JSON file or folder (default {OUT_DIR.relative_to(ROOT)})")
     parser.add_argument("--note", default="", help="a note stored with the results (e.g. which models these are)")
-    add_launch_arguments(parser)
+    add_server_arguments(parser, OUT_DIR)
     return parser.parse_args(argv)
 
 

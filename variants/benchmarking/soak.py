@@ -31,10 +31,9 @@ from typing import Any
 from variants.benchmarking.app_client import (
     MAX_REQUESTS,
     MAX_SECONDS,
-    ROOT,
     SAMPLE_FILE,
     Pair,
-    add_launch_arguments,
+    add_server_arguments,
     batching_modes,
     bounded,
     check_url,
@@ -164,17 +163,13 @@ def soak(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default=None, help="a running app on this machine (else app.py is launched)")
-    parser.add_argument("--pid", type=int, default=None, help="with --url: the server process, for its memory")
-    parser.add_argument("--label", default="", help="with --url: how that server is configured")
     parser.add_argument("--clients", type=bounded(1, 16), default=4, help="concurrent clients (4)")
     parser.add_argument("--requests", type=bounded(1, MAX_REQUESTS), default=1000, help="requests per mode (1000)")
     parser.add_argument("--every", type=bounded(1, 10_000), default=100, help="read RSS every N requests (100)")
     parser.add_argument("--warmup", type=bounded(0, MAX_REQUESTS), default=100, help="requests before the baseline")
     parser.add_argument("--pairs", type=bounded(4, 500), default=200, help="distinct (question, context) pairs")
     parser.add_argument("--timeout-s", type=bounded(1, MAX_SECONDS), default=MAX_SECONDS, help="stop sending after")
-    parser.add_argument("--out", default=None, help=f"JSON file or folder (default {OUT_DIR.relative_to(ROOT)})")
-    add_launch_arguments(parser)
+    add_server_arguments(parser, OUT_DIR)
     return parser.parse_args(argv)
 
 
