@@ -61,6 +61,24 @@ def encoder_layers(model: nn.Module) -> list[nn.Module]:
     return list(layers)
 
 
+def keep_layers(model: nn.Module, layers: list[int]) -> None:
+    """Keep only the encoder layers ``layers`` (original numbers, in order) of ``model``, in place.
+
+    The result is a plain model of ``len(layers)`` layers (``config.num_hidden_layers`` follows), which
+    transformers saves and loads as any other: a dropped layer cannot be stored as zeros, since its
+    LayerNorms still act. Layers are renumbered 0..n-1; a cut applied afterwards uses the new numbers.
+    """
+    current = encoder_layers(model)
+    if not layers or sorted(set(layers)) != list(layers) or layers[-1] >= len(current) or layers[0] < 0:
+        raise ValueError(f"layers to keep must be distinct, ascending and among 0..{len(current) - 1}; got {layers}")
+    model.base_model.encoder.layer = nn.ModuleList(current[i] for i in layers)
+    model.config.num_hidden_layers = len(layers)
+    for new, layer in enumerate(model.base_model.encoder.layer):  # the attention's cache index, where it has one
+        attention = getattr(layer.attention, "self", None)
+        if attention is not None and hasattr(attention, "layer_idx"):
+            attention.layer_idx = new
+
+
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -291,7 +309,7 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
         for batch in batches:
             inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
             out = model(**inputs)
-            loss = loss_fn(out, batch) if loss_fn else _qa_loss(out, batch)
+            loss = loss_fn(out, batch) if loss_fn else _qa_loss_of(out, batch)
             loss.backward()
             for idx, act in activations.items():
                 neuron_scores[idx] += (act * act.grad).sum(dim=(0, 1)).abs().detach()
@@ -307,7 +325,13 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
     return Importance(heads=head_scores, neurons=neuron_scores)
 
 
-def _qa_loss(out, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def qa_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The mean cross-entropy of ``model``'s start and end logits against ``batch``'s gold positions."""
+    inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
+    return _qa_loss_of(model(**inputs), batch)
+
+
+def _qa_loss_of(out, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     ce = nn.functional.cross_entropy
     return (ce(out.start_logits, batch["start_positions"]) + ce(out.end_logits, batch["end_positions"])) / 2
 

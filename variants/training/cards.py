@@ -170,6 +170,12 @@ def recipes_section(folder: Path, record: dict, command: str) -> str:
 CARD = Path(__file__).with_name("model_card.md")  # the template, filled by write_card
 
 
+def layers_note(record: dict) -> str:
+    """How the card's architecture row says which of the teacher's layers a shorter student kept."""
+    kept = record.get("teacher_layers_kept")
+    return f" (the fine-tuned model's layers {', '.join(map(str, kept))}, numbered from 0)" if kept else ""
+
+
 def stored_parameters(folder: Path) -> int:
     """Parameters in a folder's ``model.safetensors``."""
     from safetensors.torch import load_file  # noqa: PLC0415
@@ -231,7 +237,8 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         layers=config.num_hidden_layers,
         hidden=config.hidden_size,
         heads=config.num_attention_heads,
-        pruning=(f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
+        pruning=(layers_note(record)
+                 + f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
                  f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values()):,} of "
                  f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed"
                  + ("" if compact else " (stored as zeros)"))

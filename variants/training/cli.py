@@ -17,7 +17,14 @@ from variants.training.checkpoint import Checkpointer, Interrupted
 from variants.training.distill import gradual_prune
 from variants.training.evaluation import calibrate
 from variants.training.oneshot import finetune, prune_and_distill
-from variants.training.settings import DEFAULT_BASE, RECIPES, TrainConfig, oneshot_stage, unused_by_oneshot
+from variants.training.settings import (
+    DEFAULT_BASE,
+    RECIPES,
+    TrainConfig,
+    oneshot_stage,
+    unused_by_distilling,
+    unused_by_oneshot,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +77,10 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit("prune needs --teacher (the fine-tuned model folder)")
     if cfg.stage == "prune" and cfg.recipe == "oneshot" and (unused := unused_by_oneshot(cfg)):
         raise SystemExit(f"--recipe oneshot does not use {' '.join(unused)}: --recipe gradual or refine does")
+    if cfg.stage == "prune" and cfg.recipe != "oneshot" and (unused := unused_by_distilling(cfg)):
+        raise SystemExit(f"--recipe {cfg.recipe} does not use {' '.join(unused)}: the one-shot recipe does")
+    if cfg.keep_layers and cfg.drop_layers:
+        raise SystemExit("--keep-layers names the layers, --drop-layers chooses them: give one of the two")
     if cfg.stage == "dense":
         if not args.to:
             raise SystemExit("dense needs --to (the folder to write)")

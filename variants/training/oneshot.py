@@ -6,6 +6,7 @@ compaction (:func:`variants.building.prune.compact`) applies to it as to them.""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -81,6 +82,40 @@ def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> p
     return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
 
 
+LAYER_CHOICE_EXAMPLES = 256  # calibration questions each candidate layer drop is scored on
+
+
+@torch.no_grad()
+def chosen_layers(model: nn.Module, features: list[dict], cfg: TrainConfig) -> list[int] | None:
+    """The teacher's layers the student keeps: ``--keep-layers`` as given, or, for ``--drop-layers N``,
+    N layers dropped one at a time, each time the one whose absence raises the QA loss on a seeded
+    calibration subset least (the teacher with the layers dropped so far, gold spans). None: all kept.
+
+    Chosen by loss rather than by position because layers differ in what they carry for this task
+    (Sajjad et al. 2023, "On the effect of dropping layers of pre-trained transformer models", find the
+    top layers the cheapest to drop; MiniLM's six may not follow BERT-base's twelve)."""
+    total = len(pruning.encoder_layers(model))
+    if cfg.keep_layers:
+        return [int(x) for x in cfg.keep_layers.split(",")]
+    if not cfg.drop_layers:
+        return None
+    if not 0 < cfg.drop_layers < total:
+        raise ValueError(f"--drop-layers must leave at least one of the teacher's {total} layers")
+    labelled = calibration_pool(features)
+    calib = random.Random(cfg.seed).sample(labelled, min(LAYER_CHOICE_EXAMPLES, len(labelled)))
+    batches = [collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)]
+    kept = list(range(total))
+    while len(kept) > total - cfg.drop_layers:
+        losses = {}
+        for layer in kept:
+            trial = copy.deepcopy(model)
+            pruning.keep_layers(trial, [k for k in kept if k != layer])
+            losses[layer] = sum(pruning.qa_loss(trial, b).item() for b in batches) / len(batches)
+        kept.remove(min(losses, key=losses.get))
+        print(f"dropping layer {min(losses, key=losses.get)}: calibration loss without each {losses}", flush=True)
+    return kept
+
+
 def cut_record(student: nn.Module, cut: Cut) -> dict:
     """What a prune stage removed, as train_config.json keeps it."""
     return {
@@ -99,15 +134,21 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
     tokenizer, features, held_out = prune_inputs(cfg)
     resumed = checkpoint.load() if checkpoint else None
     if resumed is None:
-        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+        scorer = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32).eval()
+        layers = chosen_layers(scorer, features, cfg)
+        if layers is not None:
+            pruning.keep_layers(scorer, layers)
         importance = importance_on(scorer, features, cfg)
         del scorer
         cut = Cut(pruning.select_heads(importance.heads, cfg.head_share, cfg.min_heads),
                   pruning.select_neurons(importance.neurons, cfg.ffn_share, cfg.min_neurons))  # fmt: skip
     else:
-        cut = resumed["cut"]
+        cut, layers = resumed["cut"], resumed.get("layers")
     student = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     dense_template = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+    if layers is not None:  # the cut's layer numbers are the student's
+        pruning.keep_layers(student, layers)
+        pruning.keep_layers(dense_template, layers)
     apply_cut(student, cut)
     if cfg.freeze_embeddings:
         student.base_model.embeddings.requires_grad_(False)
@@ -116,9 +157,12 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
     teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
     soft = teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
     del teacher
-    log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag={"cut": cut})
+    tag = {"cut": cut, "layers": layers}
+    log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag=tag)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
     extra = {**cut_record(student, cut), "holdout_titles": held_out}
+    if layers is not None:
+        extra["teacher_layers_kept"] = layers
     save_pruned(student, dense_template, cut, tokenizer, cfg, log, seconds, extra)
 
 

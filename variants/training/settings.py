@@ -62,6 +62,8 @@ class TrainConfig:
     freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
     min_heads: int = 1  # heads every layer keeps
     min_neurons: int = 32  # FFN neurons every layer keeps
+    keep_layers: str = ""  # prune, one-shot: the teacher's layers the student keeps, e.g. "0,1,3,5" (default all)
+    drop_layers: int = 0  # prune, one-shot: drop this many layers, those whose loss the calibration set misses least
     init: str = ""  # recipe "refine": the pruned model (dense with zeros) to start from; its cut is kept
 
 
@@ -83,6 +85,14 @@ RECIPES: dict[str, dict] = {
 
 # Settings only the distilling recipes (variants/training/distill.py) read: the one-shot recipe would ignore them.
 DISTILLING_ONLY = ("prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "init")
+# Settings only the one-shot recipe reads (the distilling recipes match the teacher's layers one to one).
+ONESHOT_ONLY = ("keep_layers", "drop_layers")
+
+
+def unused_by_distilling(cfg: TrainConfig) -> list[str]:
+    """The flags set away from their defaults that recipes "gradual" and "refine" would silently ignore."""
+    defaults = asdict(TrainConfig("", "", "", ""))
+    return ["--" + k.replace("_", "-") for k in ONESHOT_ONLY if getattr(cfg, k) != defaults[k]]
 
 
 def unused_by_oneshot(cfg: TrainConfig) -> list[str]:
