@@ -40,7 +40,8 @@ from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants.benchmarking.quick import quick_benchmark
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
-from variants.serving.engine import VariantResult, load_engine
+from variants.serving.engine import load_engine
+from variants.serving.outcome import VariantResult
 
 FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
 SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"

@@ -27,7 +27,7 @@ from ui.palette import PEER, STYLES, variant_style
 from ui.text import fmt_params
 from variants.building.replica import LATENCY_ONLY
 from variants.core import spec as specs
-from variants.serving.engine import VariantResult
+from variants.serving.outcome import VariantResult
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule
 from variants.building import custom
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
-from variants.serving.engine import Engine, VariantResult
+from variants.serving.engine import Engine
+from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
 from .cards import cards_html, summary_html

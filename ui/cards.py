@@ -4,7 +4,8 @@ from variants.answering.timing import same_size, size_ratio
 from variants.building import custom
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
-from variants.serving.engine import Engine, LoadedVariant, VariantResult
+from variants.serving.engine import Engine, LoadedVariant
+from variants.serving.outcome import VariantResult
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 

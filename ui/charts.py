@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
 from variants.records.record import Record
-from variants.serving.engine import Engine, VariantResult
+from variants.serving.engine import Engine
+from variants.serving.outcome import VariantResult
 
 from .palette import PEER, variant_style
 from .text import esc, fmt_ms, fmt_params, fmt_speedup

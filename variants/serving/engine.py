@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -28,80 +28,31 @@ from variants.answering.qa import (
     with_null_decision,
 )
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
-from variants.answering.timing import SERVED, TimingRule, speedup, spread
+from variants.answering.timing import SERVED, TimingRule
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.batching import Batcher, BatchingConfig
+from variants.serving.outcome import (
+    AskProgress,
+    VariantResult,
+    describe_error,
+    fill_answer,
+    fill_timing,
+    snapshot,
+)
 
 log = logging.getLogger("variants.serving.engine")
 
 MAX_CONTEXT_CHARS = config.MAX_CONTEXT_CHARS  # default; VARIANTS_MAX_CONTEXT_CHARS or --max-context-chars change it
 MAX_CONTEXT_ENV = config.MAX_CONTEXT_ENV
 MAX_QUESTION_CHARS = 1_000
-MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
 
 
 def default_max_context_chars() -> int:
     """``$VARIANTS_MAX_CONTEXT_CHARS`` if set, else :data:`MAX_CONTEXT_CHARS`."""
     return config.max_context_chars()
-
-
-@dataclass
-class VariantResult:
-    """One variant's answer to one question, or the error that stopped it.
-
-    Timing (:class:`~variants.answering.timing.TimingRule`, the same in every interface): ``latency_ms``
-    is the median of the ``timed_runs`` (k) runs in ``latency_runs`` (in order), with the fastest and the
-    slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
-    make k smaller; ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
-    variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
-    """
-
-    variant: str
-    label: str
-    answer: str = ""
-    score: float = 0.0
-    latency_ms: float | None = None  # median of latency_runs
-    latency_runs: list[float] = field(default_factory=list)
-    latency_min_ms: float | None = None
-    latency_max_ms: float | None = None
-    null_threshold: float = 0.0  # the threshold this answer was decided at
-    device: str = ""
-    provider: str = ""
-    dtype: str = ""
-    start: int = 0
-    end: int = 0
-    null_score: float = 0.0
-    guess: str = ""  # with no answer: the best span, which "no answer" beat
-    guess_start: int = 0
-    guess_end: int = 0
-    guess_score: float = 0.0  # the guess's probability
-    size_mb: float | None = None
-    parameters: int | None = None
-    speedup: float | None = None
-    error: str | None = None
-    latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
-    timed_runs: int = 0  # k: how many runs the median is of
-    runs_asked: int = 0  # the most timed runs the rule asked for
-    budget_s: float | None = None  # the rule's time budget for the whole call (None: none)
-    timing: str = ""  # what was done, e.g. "3 timed runs (5 asked; the 10 s time budget allowed 3), ..."
-    pending: bool = False  # answered; the timed runs are still going
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class AskProgress:
-    """Where one call of :meth:`Engine.ask_stream` stands: every variant's result so far (baseline first),
-    the phase ("answering", "timing" or "done") and the timed rounds done."""
-
-    results: dict[str, VariantResult]
-    phase: str
-    rounds: int
-    rule: TimingRule
 
 
 @dataclass
@@ -184,7 +135,7 @@ class Engine:
             loaded.model.warmup()
         except Exception as exc:
             loaded.model = None
-            loaded.error = _describe(exc)
+            loaded.error = describe_error(exc)
             log.warning("variant %s failed to load: %s", spec.name, loaded.error)
             log.debug("traceback", exc_info=True)
         loaded.load_seconds = time.perf_counter() - started
@@ -404,9 +355,9 @@ class Engine:
                     del runners[name]
                 else:
                     last_ms[name], result.pending = (time.perf_counter() - warm) * 1000, True
-                    _fill(result, with_null_decision(ans, result.null_threshold))
+                    fill_answer(result, with_null_decision(ans, result.null_threshold))
             if rule.warmup:  # each variant's card can show its answer (or its error) now
-                yield AskProgress(_snapshot(results), "answering", 0, rule)
+                yield AskProgress(snapshot(results), "answering", 0, rule)
         rounds, last_round_s = 0, 0.0
         while runners and rule.another_round(rounds, time.perf_counter() - started, last_round_s):
             round_started = time.perf_counter()
@@ -422,13 +373,13 @@ class Engine:
                 last_ms[name] = (time.perf_counter() - timed) * 1000
                 result.latency_runs.append(round(last_ms[name], 3))
                 if not rule.warmup and len(result.latency_runs) == 1:  # no warm-up: the first timed run answers
-                    _fill(result, with_null_decision(ans, result.null_threshold))
+                    fill_answer(result, with_null_decision(ans, result.null_threshold))
             rounds += 1
             last_round_s = time.perf_counter() - round_started
-            _fill_timing(results, rule, done=False)
-            yield AskProgress(_snapshot(results), "timing", rounds, rule)
-        _fill_timing(results, rule, done=True)
-        yield AskProgress(_snapshot(results), "done", rounds, rule)
+            fill_timing(results, rule, done=False)
+            yield AskProgress(snapshot(results), "timing", rounds, rule)
+        fill_timing(results, rule, done=True)
+        yield AskProgress(snapshot(results), "done", rounds, rule)
 
     def _attempt(self, result: VariantResult, call: Callable[[], Answer]) -> Answer | None:
         """``call``'s answer, or None with the failure as the result's one-line error (bad input is raised:
@@ -438,7 +389,7 @@ class Engine:
         except InputError:
             raise
         except Exception as exc:
-            result.error, result.pending = _describe(exc), False
+            result.error, result.pending = describe_error(exc), False
             log.warning("variant %s failed: %s", result.variant, result.error)
             log.debug("traceback", exc_info=True)
             return None
@@ -487,48 +438,6 @@ class Engine:
         if not loaded.ok:
             raise RuntimeError(f"{name} is not loaded: {loaded.error}")
         return answer_pairs(loaded.model, loaded.tokenizer, pairs, self.settings_for(loaded))
-
-
-def _fill(result: VariantResult, ans: Answer) -> None:
-    result.answer, result.score = ans.text, round(ans.score, 4)
-    result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
-    result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
-    result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
-
-
-def _snapshot(results: dict[str, VariantResult]) -> dict[str, VariantResult]:
-    """Copies of the results as they stand (the engine goes on filling its own)."""
-    return {name: replace(r, latency_runs=list(r.latency_runs)) for name, r in results.items()}
-
-
-def _fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool) -> None:
-    """Each result's median, spread, k and speedup from its timed runs so far; with ``done``, what was done."""
-    base = results.get("baseline")
-    for result in results.values():
-        result.latency_ms, result.latency_min_ms, result.latency_max_ms = spread(result.latency_runs)
-        result.timed_runs = len(result.latency_runs)
-    for result in results.values():
-        ok = result.error is None and base is not None and base.error is None
-        result.speedup = speedup(base.latency_ms, result.latency_ms) if ok else None
-        if done:
-            result.pending = False
-            result.timing = rule.describe(result.timed_runs) if result.timed_runs and not result.error else ""
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line message for a card or a log; tracebacks go to the log only."""
-    if isinstance(exc, (SourceUnavailable, InputError)):
-        return _one_line(str(exc), 1000)
-    text = _one_line(str(exc))
-    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
-        return f"Out of memory ({type(exc).__name__}): not enough memory for this variant; the others are unaffected."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """The first non-empty line of ``text``, cut to ``limit`` characters."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def load_engine(

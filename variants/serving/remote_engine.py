@@ -29,7 +29,8 @@ from variants.answering.qa import Answer, NullThreshold
 from variants.answering.runtime import QAModel
 from variants.building.build import Progress
 from variants.core import spec as specs
-from variants.serving.engine import Engine, LoadedVariant, VariantResult
+from variants.serving.engine import Engine, LoadedVariant
+from variants.serving.outcome import VariantResult
 from variants.serving.remote import AnswerClient, RemoteError, variant_route
 
 log = logging.getLogger("variants.serving.remote_engine")

@@ -1,0 +1,111 @@
+"""What the engine hands back for one question: each variant's :class:`VariantResult` (its answer, or the
+error that stopped it, and its timing under the one timing rule), the :class:`AskProgress` of a streamed call,
+and how both are filled. No model code: the UI reads these without loading anything."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from variants.answering.qa import Answer, InputError
+from variants.answering.timing import TimingRule, speedup, spread
+from variants.building.sources import SourceUnavailable
+
+MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
+
+
+@dataclass
+class VariantResult:
+    """One variant's answer to one question, or the error that stopped it.
+
+    Timing (:class:`~variants.answering.timing.TimingRule`, the same in every interface): ``latency_ms``
+    is the median of the ``timed_runs`` (k) runs in ``latency_runs`` (in order), with the fastest and the
+    slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
+    make k smaller; ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
+    variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
+    """
+
+    variant: str
+    label: str
+    answer: str = ""
+    score: float = 0.0
+    latency_ms: float | None = None  # median of latency_runs
+    latency_runs: list[float] = field(default_factory=list)
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    null_threshold: float = 0.0  # the threshold this answer was decided at
+    device: str = ""
+    provider: str = ""
+    dtype: str = ""
+    start: int = 0
+    end: int = 0
+    null_score: float = 0.0
+    guess: str = ""  # with no answer: the best span, which "no answer" beat
+    guess_start: int = 0
+    guess_end: int = 0
+    guess_score: float = 0.0  # the guess's probability
+    size_mb: float | None = None
+    parameters: int | None = None
+    speedup: float | None = None
+    error: str | None = None
+    latency_only: bool = False  # random weights (spec.latency_only): the answer and score mean nothing
+    timed_runs: int = 0  # k: how many runs the median is of
+    runs_asked: int = 0  # the most timed runs the rule asked for
+    budget_s: float | None = None  # the rule's time budget for the whole call (None: none)
+    timing: str = ""  # what was done, e.g. "3 timed runs (5 asked; the 10 s time budget allowed 3), ..."
+    pending: bool = False  # answered; the timed runs are still going
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class AskProgress:
+    """Where one call of :meth:`Engine.ask_stream` stands: every variant's result so far (baseline first),
+    the phase ("answering", "timing" or "done") and the timed rounds done."""
+
+    results: dict[str, VariantResult]
+    phase: str
+    rounds: int
+    rule: TimingRule
+
+
+def fill_answer(result: VariantResult, ans: Answer) -> None:
+    result.answer, result.score = ans.text, round(ans.score, 4)
+    result.start, result.end, result.null_score = ans.start, ans.end, round(ans.null_score, 4)
+    result.guess, result.guess_start, result.guess_end = ans.guess, ans.guess_start, ans.guess_end
+    result.guess_score = round(ans.span_score, 4) if ans.guess else 0.0
+
+
+def snapshot(results: dict[str, VariantResult]) -> dict[str, VariantResult]:
+    """Copies of the results as they stand (the engine goes on filling its own)."""
+    return {name: replace(r, latency_runs=list(r.latency_runs)) for name, r in results.items()}
+
+
+def fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool) -> None:
+    """Each result's median, spread, k and speedup from its timed runs so far; with ``done``, what was done."""
+    base = results.get("baseline")
+    for result in results.values():
+        result.latency_ms, result.latency_min_ms, result.latency_max_ms = spread(result.latency_runs)
+        result.timed_runs = len(result.latency_runs)
+    for result in results.values():
+        ok = result.error is None and base is not None and base.error is None
+        result.speedup = speedup(base.latency_ms, result.latency_ms) if ok else None
+        if done:
+            result.pending = False
+            result.timing = rule.describe(result.timed_runs) if result.timed_runs and not result.error else ""
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line message for a card or a log; tracebacks go to the log only."""
+    if isinstance(exc, (SourceUnavailable, InputError)):
+        return one_line(str(exc), 1000)
+    text = one_line(str(exc))
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return f"Out of memory ({type(exc).__name__}): not enough memory for this variant; the others are unaffected."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
