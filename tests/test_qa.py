@@ -162,9 +162,9 @@ def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_le
 
 def test_bad_input_gives_clear_messages(tokenizer):
     model = KeywordModel(5)
-    with pytest.raises(InputError, match="question is empty"):
+    with pytest.raises(InputError, match="Please type a question"):
         answer(model, tokenizer, "  ", "some context")
-    with pytest.raises(InputError, match="context is empty"):
+    with pytest.raises(InputError, match="Please paste a context"):
         answer(model, tokenizer, "why ?", "\n")
     with pytest.raises(InputError, match="question is too long"):
         answer(model, tokenizer, "why " * 400, "context", DecodeSettings(max_length=64))

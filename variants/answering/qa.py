@@ -366,23 +366,41 @@ def with_null_decision(span: Answer, threshold: float = 0.0) -> Answer:
                    guess_end=span.end)  # fmt: skip
 
 
+def check_pair(
+    question: str, context: str, max_question_chars: int | None = None, max_context_chars: int | None = None
+) -> None:
+    """Raise :class:`InputError` with a clear message for a question and context no variant should run on:
+    the one input check of every interface (the engine adds its length limits; the decoding path checks
+    without them, so that a library call gets the same messages)."""
+    if not question or not question.strip():
+        raise InputError("Please type a question.", "question")
+    if not context or not context.strip():
+        raise InputError("Please paste a context: the passage the answer is taken from.", "context")
+    if max_question_chars is not None and len(question) > max_question_chars:
+        raise InputError(
+            f"The question is too long ({len(question):,} characters; at most {max_question_chars:,}).", "question"
+        )
+    if max_context_chars is not None and len(context) > max_context_chars:
+        raise InputError(
+            f"The context is too long ({len(context):,} characters; at most {max_context_chars:,}).", "context"
+        )
+    if not looks_like_text(context):
+        raise InputError(
+            "The context does not look like text: much of it is control characters or bytes that could not "
+            "be read as text. Paste the passage as plain text.",
+            "context",
+        )
+    if not looks_like_text(question):
+        raise InputError("The question does not look like text: paste it as plain text.", "question")
+
+
 def answer_pairs(
     model: LogitsModel, tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings = DecodeSettings()
 ) -> list[Answer]:
-    """Answer (question, context) pairs with ``model``: tokenize, run, decode."""
+    """Answer (question, context) pairs with ``model``: tokenize, run, decode. Each pair is checked first
+    (:func:`check_pair`, without length limits: those are the caller's)."""
     for question, context in pairs:
-        if not question.strip():
-            raise InputError("The question is empty.", "question")
-        if not context.strip():
-            raise InputError("The context is empty.", "context")
-        if not looks_like_text(context):
-            raise InputError(
-                "The context does not look like text: much of it is control characters or bytes that could not "
-                "be read as text. Paste the passage as plain text.",
-                "context",
-            )
-        if not looks_like_text(question):
-            raise InputError("The question does not look like text: paste it as plain text.", "question")
+        check_pair(question, context)
     windows = tokenize(tokenizer, pairs, settings)
     starts, ends = run_windows(model, windows, settings.batch_size)
     return decode(windows, starts, ends, [c for _, c in pairs], settings)

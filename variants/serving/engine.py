@@ -22,6 +22,7 @@ from variants.answering.qa import (
     InputError,
     NullThreshold,
     answer_pairs,
+    check_pair,
     parse_null_threshold,
     resolve_null_threshold,
     window_stride,
@@ -247,21 +248,9 @@ class Engine:
         return list(self.variants.values())
 
     def check_input(self, question: str, context: str) -> None:
-        """Raise :class:`InputError` with a clear message for input no variant should run on."""
-        if not question or not question.strip():
-            raise InputError("Please type a question.", "question")
-        if not context or not context.strip():
-            raise InputError("Please paste a context: the passage the answer is taken from.", "context")
-        if len(question) > MAX_QUESTION_CHARS:
-            raise InputError(
-                f"The question is too long ({len(question):,} characters; at most {MAX_QUESTION_CHARS:,}).",
-                "question",
-            )
-        if len(context) > self.max_context_chars:
-            raise InputError(
-                f"The context is too long ({len(context):,} characters; at most {self.max_context_chars:,}).",
-                "context",
-            )
+        """Raise :class:`InputError` with a clear message for input no variant should run on
+        (:func:`~variants.answering.qa.check_pair` with this engine's length limits)."""
+        check_pair(question, context, MAX_QUESTION_CHARS, self.max_context_chars)
 
     def threshold_for(self, name: str, null_threshold: NullThreshold | None = None) -> float:
         """The null threshold variant ``name`` decides at under ``null_threshold`` (None: the engine's mode)."""
