@@ -1,5 +1,6 @@
 """The Benchmark tab: every stored record and this session's quick runs, each selectable, shown as header,
-charts, table and CSV, with the accuracy view (which no-answer threshold) chosen in the tab."""
+charts, table and CSV, with the accuracy view (which no-answer threshold) chosen in the tab; at its foot the
+newest GPU record (:mod:`ui.gpu_view`), read once when the page is built."""
 
 import math
 import tempfile
@@ -17,6 +18,7 @@ from variants.records.record import VIEW_TITLES, Record
 from variants.serving.engine import Engine
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
+from .gpu_view import gpu_section
 from .styles import html_block
 from .text import count, esc, fmt_params
 
@@ -449,3 +451,4 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         api_visibility="private",
         **group,
     )
+    gpu_section(Path(results_dir) / "gpu" if results_dir else None)  # the newest GPU record, read once: no events

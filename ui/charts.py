@@ -207,3 +207,123 @@ def seq_len_figure(record: Record | None) -> go.Figure:
     return _chart_layout(
         fig, "Latency against input length (batch 1)", "sequence length (tokens)", "median latency (ms)"
     )
+
+
+# GPU records: a line per variant and mode, the variant's colour, the mode's dash and marker (a captured CUDA
+# graph is the bold line: it is the one that removes the launch overhead a GPU at batch 1 waits on).
+MODE_LOOKS = {  # mode -> (dash, marker, width)
+    "torch-fp32": ("solid", "circle", 1.5),
+    "torch-fp16": ("dash", "square", 1.5),
+    "torch-amp": ("dot", "triangle-up", 1.5),
+    "torch-cudagraph-fp16": ("solid", "diamond", 3.0),
+    "torch-compile-fp16": ("dashdot", "x", 1.5),
+    "torch-compile-reduce-overhead-fp16": ("longdash", "cross", 1.5),
+    "torch-compile-max-autotune-fp16": ("longdashdot", "pentagon", 1.5),
+}
+ORT_LOOKS = {"cudagraph": ("solid", "star", 3.0), "iobinding": ("dash", "hexagon", 2.0)}
+
+
+def mode_look(mode: str) -> tuple[str, str, float]:
+    """(dash, marker, line width) of a GPU report's mode."""
+    if mode in MODE_LOOKS:
+        return MODE_LOOKS[mode]
+    how = "cudagraph" if "cudagraph" in mode else "iobinding"
+    return ORT_LOOKS[how] if mode.startswith("ort-") else ("dot", "circle-open", 1.5)
+
+
+def gpu_line_name(variant_label: str, mode_label: str, preset: str | None, presets: int) -> str:
+    """A line's legend name: variant and mode, and the preset when the record holds several."""
+    name = f"{variant_label} · {mode_label}"
+    return f"{preset}: {name}" if presets > 1 and preset else name
+
+
+def gpu_latency_figure(frame) -> go.Figure:
+    """Median batch-1 latency against sequence length from a GPU record (``variants.records.gpu.latency_frame``),
+    one line per preset, variant and mode, with a bar up to the p90 at each point."""
+    fig = go.Figure()
+    rows = frame if frame is not None else []
+    groups = rows.groupby(["preset", "variant", "mode"], sort=False, dropna=False) if len(rows) else []
+    presets = rows["preset"].nunique() if len(rows) else 0
+    for (preset, variant, mode), group in groups:
+        points = group.sort_values("seq_len")
+        first = points.iloc[0]
+        dash, marker, width = mode_look(str(mode))
+        colour = variant_style(str(variant)).colour
+        p90 = points["p90_ms"].fillna(points["p50_ms"])
+        fig.add_scatter(
+            x=points["seq_len"].tolist(),
+            y=points["p50_ms"].tolist(),
+            mode="lines+markers",
+            name=gpu_line_name(first["variant_label"], first["mode_label"], preset, presets),
+            line={"color": colour, "width": width, "dash": dash},
+            marker={"symbol": marker, "size": 8, "color": colour},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (p90 - points["p50_ms"]).tolist(),
+                "arrayminus": [0] * len(points),
+                "color": colour,
+                "thickness": 1,
+                "width": 3,
+            },
+            customdata=list(zip(p90.tolist(), points["n"].tolist(), strict=True)),
+            hovertemplate="%{x} tokens: median %{y:.2f} ms, p90 %{customdata[0]:.2f} ms (%{customdata[1]} runs)"
+            "<extra>%{fullData.name}</extra>",
+        )
+    if not fig.data:
+        _empty(fig, "No GPU latency in this record")
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    fig = _chart_layout(
+        fig,
+        "GPU latency against input length (batch 1)<br><sup>bar: median up to p90</sup>",
+        "sequence length (tokens)",
+        "median latency (ms)",
+    )
+    return fig.update_layout(height=560)
+
+
+def gpu_throughput_figure(frame) -> go.Figure:
+    """Questions per second against batch size from a GPU record (``variants.records.gpu.throughput_frame``):
+    one panel per sequence length (stacked, for a phone), one line per preset, variant and mode in each."""
+    from plotly.subplots import make_subplots  # noqa: PLC0415
+
+    if frame is None or not len(frame):
+        return _chart_layout(_empty(go.Figure(), "No throughput table in this record"), "Questions per second", "", "")
+    lengths = sorted(frame["seq_len"].dropna().unique())
+    fig = make_subplots(
+        rows=len(lengths),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=[f"{int(n)} tokens" for n in lengths],
+    )
+    presets = frame["preset"].nunique()
+    for (preset, variant, mode), points in frame.groupby(["preset", "variant", "mode"], sort=False, dropna=False):
+        first = points.iloc[0]
+        dash, marker, width = mode_look(str(mode))
+        colour = variant_style(str(variant)).colour
+        name = gpu_line_name(first["variant_label"], first["mode_label"], preset, presets)
+        for row, length in enumerate(lengths, start=1):
+            shown = points[points["seq_len"] == length].sort_values("batch")
+            if not len(shown):
+                continue
+            fig.add_scatter(
+                x=shown["batch"].tolist(),
+                y=shown["qps"].tolist(),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                showlegend=row == 1,
+                line={"color": colour, "width": width, "dash": dash},
+                marker={"symbol": marker, "size": 8, "color": colour},
+                hovertemplate=f"batch %{{x}}, {int(length)} tokens: %{{y:,.0f}} questions/s"
+                "<extra>%{fullData.name}</extra>",
+                row=row,
+                col=1,
+            )
+    fig = _chart_layout(fig, "GPU throughput<br><sup>questions per second, one window each</sup>", "", "")
+    fig.update_xaxes(type="log", tickvals=sorted(frame["batch"].dropna().unique().tolist()))
+    fig.update_yaxes(type="log", title_text="questions / s")
+    fig.update_xaxes(title_text="batch size", row=len(lengths), col=1)
+    return fig.update_layout(height=300 * len(lengths) + 260)

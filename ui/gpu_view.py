@@ -1,0 +1,273 @@
+"""The Benchmark tab's GPU section: the newest GPU record (``python -m variants gpu-report``) as a header, a
+latency chart and its table, throughput when the record has it, and served latency. It only reads the
+record (:mod:`variants.records.gpu`): nothing here runs a model, and the CPU views beside it do not change."""
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from variants.records import gpu
+
+from .charts import gpu_latency_figure, gpu_throughput_figure
+from .styles import html_block
+from .text import count, esc
+
+HOW_TO = "<code>python -m variants gpu-report</code> on a GPU machine (see <code>docs/gpu.md</code>)"
+NO_RECORD = f"No GPU record yet: {HOW_TO} writes one into <code>assets/results/gpu</code>."
+LATENCY_HEADERS = {  # latency_frame column -> table header
+    "preset": "Preset",
+    "variant_label": "Variant",
+    "mode_label": "How it ran",
+    "seq_len": "tokens",
+    "p50_ms": "median ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "min_ms": "fastest ms",
+    "max_ms": "slowest ms",
+    "n": "runs",
+    "padded_to": "padded to",
+}
+PRUNING_HEADERS = {
+    "preset": "Preset",
+    "mode_label": "How it ran",
+    "seq_len": "tokens",
+    "batch": "batch",
+    "baseline_qps": "baseline q/s",
+    "pruned_qps": "pruned q/s",
+    "pruned_over_baseline": "pruned ÷ baseline",
+}
+SERVED_HEADERS = {
+    "preset": "Preset",
+    "seq_len": "tokens",
+    "client_p50_ms": "median ms",
+    "client_p90_ms": "p90 ms",
+    "client_p99_ms": "p99 ms",
+    "client_max_ms": "slowest ms",
+    "engine_p50_ms": "model's median ms",
+    "n": "requests",
+    "provider": "runtime",
+    "dtype": "precision",
+}
+
+
+class GpuShown(NamedTuple):
+    """What the section shows for one record (None / empty: that part is left out)."""
+
+    header: str  # HTML
+    latency: Any = None  # plotly figure
+    latency_table: Any = None  # pandas DataFrame, display headers
+    throughput_note: str = ""  # HTML: what the throughput numbers are, or why there are none
+    throughput: Any = None
+    throughput_table: Any = None
+    pruning_table: Any = None
+    served_note: str = ""
+    served_table: Any = None
+
+
+def when(created: str | None) -> str:
+    """ "2026-11-26T16:24:49+00:00" -> "2026-11-26 16:24 UTC"."""
+    return (str(created or "?").replace("T", " ")[:16] + " UTC") if created else "an unknown date"
+
+
+def note_sentence(facts: dict[str, Any]) -> str:
+    """The record's note in plain words, checked against its presets' own ``latency_only`` flags."""
+    random_note = "random weights" in facts["note"].lower()
+    if facts["random_weights"]:
+        which = ", ".join(map(str, facts["random_weights"]))
+        return (
+            f"Random weights ({which}): models of the published shape, timed for speed only; no accuracy is measured."
+        )
+    if random_note and facts["trained_weights"]:
+        which = ", ".join(map(str, facts["trained_weights"]))
+        return (
+            "Latency only: a GPU report measures no accuracy. Its note says the weights were random, but its "
+            f"{which} preset is marked as run with its trained weights (every GPU report carries that note)."
+        )
+    if random_note:
+        return "Random weights: models of the published shape, timed for speed only; no accuracy is measured."
+    return "Latency only: a GPU report measures no accuracy." + (f" Its note: {facts['note']}" if facts["note"] else "")
+
+
+def runs_text(runs: list[int], warmup: int | None) -> str:
+    if not runs:
+        return "timed runs per point not recorded"
+    shown = count(runs[0]) if len(runs) == 1 else f"{count(runs[0])}–{count(runs[-1])}"
+    return f"{shown} timed runs per point" + (f" after {warmup} warm-ups" if warmup else "")
+
+
+def problems_html(problems) -> str:
+    """Whole parts not measured, one line each; failed single points, a count with their reasons folded."""
+    if problems is None or not len(problems):
+        return ""
+    whole = problems[problems["seq_len"].isna() & problems["batch"].isna()]
+    lines = []
+    for row in whole.itertuples(index=False):
+        if row.part == "preset":
+            what = f"the {row.preset} preset"
+        else:
+            what = " · ".join(
+                x for x in (gpu.variant_label(row.variant) if row.variant else "", row.mode_label or row.part) if x
+            )
+        lines.append(f"Not measured: {esc(what)}: {esc(row.error)}.")
+    points = problems.drop(whole.index)
+    if len(points):
+        reasons = "".join(
+            f"<li>{esc(gpu.variant_label(r.variant))} · {esc(r.mode_label)} · {esc(r.part)} at "
+            f"{esc(count(r.seq_len))} tokens"
+            + (f", batch {esc(count(r.batch))}" if r.batch == r.batch and r.batch else "")
+            + f": {esc(r.error)}</li>"
+            for r in points.itertuples(index=False)
+        )
+        many = f"{len(points)} point{'s' if len(points) > 1 else ''} not measured"
+        lines.append(f"<details><summary>{many}</summary><ul>{reasons}</ul></details>")
+    return "<br>".join(lines)
+
+
+def modes_html(modes: list[str]) -> str:
+    """A folded footnote: each mode's plain name, the report's name for it and what it is."""
+    items = "".join(
+        f"<li><b>{esc(gpu.mode_label(m))}</b> (<code>{esc(m)}</code>): {esc(gpu.mode_jargon(m))}</li>"
+        for m in modes
+        if gpu.mode_jargon(m)
+    )
+    return f"<details><summary>What the ways of running mean</summary><ul>{items}</ul></details>" if items else ""
+
+
+def header_html(record: dict[str, Any], latency, problems) -> str:
+    facts = gpu.gpu_facts(record)
+    memory = f" ({facts['gpu_memory_gb']} GB)" if facts["gpu_memory_gb"] else ""
+    presets = ", ".join(f"<code>{esc(p)}</code>" for p in facts["presets"]) or "none"
+    where = f"On a GPU: {facts['gpu'] or 'unnamed GPU'}"
+    if not facts["on_cuda"]:  # gpu-report --device cpu: the report's code paths rehearsed, no GPU number
+        where, memory = f"Not on a GPU: a CPU rehearsal of the GPU report ({facts['cpu'] or 'CPU'})", ""
+    first = (
+        f"<b>{esc(where)}</b>{esc(memory)} · measured {esc(when(facts['created']))}"
+        f" · batch 1, {esc(runs_text(facts['runs'], facts['warmup']))} · preset {presets}"
+        + (" · quick run" if facts["quick"] else "")
+    )
+    versions = [
+        f"driver {facts['driver']}" if facts["driver"] else "",
+        f"CUDA {facts['torch_cuda']}" if facts["torch_cuda"] else "",
+        f"torch {facts['torch']}" if facts["torch"] else "",
+        f"onnxruntime {facts['onnxruntime']}" + ("" if facts["ort_cuda"] else " (no CUDA provider)")
+        if facts["onnxruntime"]
+        else "",
+        facts["file"],
+    ]
+    lines = [first, esc(note_sentence(facts)), esc(" · ".join(v for v in versions if v))]
+    problems_line = problems_html(problems)
+    lines += [problems_line] if problems_line else []
+    modes = list(dict.fromkeys(latency["mode"])) if len(latency) else []
+    return '<div class="qa-record">' + "<br>".join(lines) + modes_html(modes) + "</div>"
+
+
+def display(frame, headers: dict[str, str]):
+    """``frame``'s columns in ``headers`` under those names; the preset only when it holds several, a column
+    with nothing in it left out; numbers rounded."""
+    columns = [c for c in headers if c in frame.columns and frame[c].notna().any()]
+    if frame["preset"].nunique() <= 1 and "preset" in columns:
+        columns.remove("preset")
+    table = frame[columns].copy()
+    for column in table.columns:
+        if column.endswith(("_ms", "_qps")) or column == "pruned_over_baseline":
+            table[column] = table[column].astype(float).round(3 if column.endswith("_ms") else 2)
+    return table.rename(columns=headers).reset_index(drop=True)
+
+
+def throughput_display(frame):
+    """Questions per second, one row per variant, mode and length, one column per batch size."""
+    index = ["variant_label", "mode_label", "seq_len"]
+    index = ["preset", *index] if frame["preset"].nunique() > 1 else index
+    wide = frame.pivot_table(index=index, columns="batch", values="qps", sort=False).reset_index()
+    wide.columns = [f"batch {int(c)} q/s" if isinstance(c, (int, float)) else c for c in wide.columns]
+    return wide.rename(columns=LATENCY_HEADERS)
+
+
+def throughput_sentence(record: dict[str, Any], measured: bool) -> str:
+    if measured:
+        return (
+            "Questions per second: one window of the given length per question, a batch's size over its median "
+            "time (log scales). “pruned ÷ baseline” below says where pruning pays."
+        )
+    settings = record.get("settings") if isinstance(record.get("settings"), dict) else {}
+    why = (
+        "its throughput step measured nothing (see above)"
+        if "throughput" in settings
+        else "it was made before the report measured throughput"
+    )
+    return (
+        f"This record has no throughput table ({why}): {HOW_TO} measures questions per second at batches of 1, 8, "
+        "32 and 128, at 128 and 384 tokens."
+    )
+
+
+def served_sentence(record: dict[str, Any]) -> str:
+    for preset in gpu.presets(record):
+        served = preset.get("served")
+        if isinstance(served, dict) and served.get("rows"):
+            chosen = (served.get("chosen_as_fastest") or {}).get("variant")
+            how = ", ".join(str(served[k]) for k in ("server", "client") if served.get(k))
+            return (
+                f"Served latency: <code>{esc(served.get('route', 'POST /v1/answer'))}</code> answered by "
+                f"{esc(gpu.variant_label(served.get('variant')))}"
+                + (" (the fastest at 32 tokens)" if chosen else "")
+                + (f", {esc(how)}" if how else "")
+                + ": milliseconds per request as the client saw them, and the model's own share."
+            )
+    return ""
+
+
+def gpu_outputs(record: dict[str, Any] | None) -> GpuShown:
+    """What the section shows for ``record`` (the newest GPU record; None: a sentence saying there is none)."""
+    if record is None:
+        return GpuShown(header=f'<div class="qa-notice">{NO_RECORD}</div>')
+    latency = gpu.latency_frame(record)
+    throughput = gpu.throughput_frame(record)
+    pruning = gpu.pruning_frame(record)
+    served = gpu.served_frame(record)
+    measured_pruning = pruning[pruning[["baseline_qps", "pruned_qps"]].notna().any(axis=1)]
+    return GpuShown(
+        header=header_html(record, latency, gpu.problem_frame(record)),
+        latency=gpu_latency_figure(latency),
+        latency_table=display(latency, LATENCY_HEADERS),
+        throughput_note=throughput_sentence(record, bool(len(throughput))),
+        throughput=gpu_throughput_figure(throughput) if len(throughput) else None,
+        throughput_table=throughput_display(throughput) if len(throughput) else None,
+        pruning_table=display(measured_pruning, PRUNING_HEADERS) if len(measured_pruning) else None,
+        served_note=served_sentence(record),
+        served_table=display(served, SERVED_HEADERS) if len(served) else None,
+    )
+
+
+def gpu_section(folder: Path | None = None) -> GpuShown:
+    """A closed accordion at the foot of the Benchmark tab with the newest GPU record in ``folder`` (default
+    ``assets/results/gpu``). Built once with the page: no events, no model."""
+    record = gpu.newest_gpu_record(folder)
+    shown = gpu_outputs(record)
+    facts = gpu.gpu_facts(record) if record else {}
+    label = "On a GPU"
+    if record:
+        label += (
+            f": {facts['gpu'] or 'GPU'}, {when(facts['created'])[:10]}"
+            if facts["on_cuda"]
+            else " (a CPU rehearsal only)"
+        )
+    with gr.Accordion(label, open=False, elem_id="bench-gpu"):
+        html_block(shown.header, elem_id="bench-gpu-header")
+        if shown.latency is not None:
+            gr.Plot(shown.latency, show_label=False, elem_id="bench-gpu-latency")
+            gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", interactive=False, wrap=True,
+                         max_height=360, elem_id="bench-gpu-table")  # fmt: skip
+        if record is not None:
+            html_block(f'<div class="qa-record">{shown.throughput_note}</div>', elem_id="bench-gpu-throughput-note")
+        if shown.throughput is not None:
+            gr.Plot(shown.throughput, show_label=False, elem_id="bench-gpu-throughput")
+            gr.Dataframe(shown.throughput_table, label="Questions per second", interactive=False, wrap=True,
+                         max_height=360)  # fmt: skip
+        if shown.pruning_table is not None:
+            gr.Dataframe(shown.pruning_table, label="Where pruning pays", interactive=False, wrap=True, max_height=360)
+        if shown.served_table is not None:
+            html_block(f'<div class="qa-record">{shown.served_note}</div>')
+            gr.Dataframe(shown.served_table, label="Served latency", interactive=False, wrap=True)
+    return shown
