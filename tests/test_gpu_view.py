@@ -18,7 +18,7 @@ import pytest
 
 from ui.benchmark import benchmark_tab
 from ui.gpu_view import NO_RECORD, gpu_outputs, gpu_section
-from variants.benchmarking import chainbench, gpu_ort
+from variants.benchmarking import chainbench, gpu_ort, gpu_report
 from variants.benchmarking.gpu_timing import Budget, no_sync, sweep, throughput_rows, throughput_table
 from variants.records import gpu
 from variants.records.results import GPU_DIR
@@ -281,7 +281,7 @@ def traces_by_name(fig) -> dict:
 def test_section_on_the_committed_h200_record(h200: dict) -> None:
     shown = gpu_outputs(h200)
     header = shown.header
-    for text in ("NVIDIA H200", "2026-11-26 16:24 UTC", "20 timed runs per point", "no accuracy", "random"):
+    for text in ("NVIDIA H200", "2026-11-26 16:24 UTC", "20 timed runs per point", "no accuracy", "as trained"):
         assert text in header
     assert "Not measured: ONNX Runtime (CUDA)" in header and "<code>torch-cudagraph-fp16</code>" in header
     frame = gpu.latency_frame(h200)
@@ -378,3 +378,9 @@ def test_the_benchmark_tab_shows_the_gpu_section(tmp_path: Path) -> None:
     assert ids.index("bench-gpu") > ids.index("bench-table")  # at the foot, below the CPU views
     header = next(c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "bench-gpu-header")
     assert "NVIDIA H200" in header["props"]["value"]
+
+
+def test_the_report_writes_its_weights_note_from_what_its_presets_ran() -> None:
+    assert "random weights" in gpu_report.weights_note([{"preset": "bert-large-replica", "latency_only": True}])
+    trained = gpu_report.weights_note([{"preset": "embedded", "latency_only": False}, {"preset": "x", "error": "oom"}])
+    assert "random" not in trained and "trained models" in trained

@@ -71,22 +71,19 @@ def when(created: str | None) -> str:
 
 
 def note_sentence(facts: dict[str, Any]) -> str:
-    """The record's note in plain words, checked against its presets' own ``latency_only`` flags."""
-    random_note = "random weights" in facts["note"].lower()
+    """What the weights were, from the presets' own ``latency_only`` flags (records before the report wrote
+    its note from them carry a random-weights note whatever ran), and that a GPU report measures no accuracy."""
     if facts["random_weights"]:
         which = ", ".join(map(str, facts["random_weights"]))
         return (
             f"Random weights ({which}): models of the published shape, timed for speed only; no accuracy is measured."
         )
-    if random_note and facts["trained_weights"]:
+    if facts["trained_weights"]:
         which = ", ".join(map(str, facts["trained_weights"]))
-        return (
-            "Latency only: a GPU report measures no accuracy. Its note says the weights were random, but its "
-            f"{which} preset is marked as run with its trained weights (every GPU report carries that note)."
-        )
-    if random_note:
+        return f"The {which} models as trained; speed only: a GPU report measures no accuracy (the CPU bench does)."
+    if "random weights" in facts["note"].lower():  # no preset says: the note stands
         return "Random weights: models of the published shape, timed for speed only; no accuracy is measured."
-    return "Latency only: a GPU report measures no accuracy." + (f" Its note: {facts['note']}" if facts["note"] else "")
+    return "Speed only: a GPU report measures no accuracy."
 
 
 def runs_text(runs: list[int], warmup: int | None) -> str:

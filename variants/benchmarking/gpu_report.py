@@ -352,12 +352,20 @@ def numbers(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",")) if text else ()
 
 
+def weights_note(presets: list[dict[str, Any]]) -> str:
+    """The record's note: random weights where a preset ran them (``latency_only``), else the trained models."""
+    random = [p["preset"] for p in presets if p.get("latency_only")]
+    if random:
+        return f"{', '.join(random)}: {chainbench.latency_only_note()}"
+    return "the presets' trained models; speed only, no accuracy is measured"
+
+
 def main(argv: list[str] | None = None) -> Path:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse(argv)
     budget = Budget(args.budget_s)
     started = time.perf_counter()
-    record: dict[str, Any] = {"kind": "gpu-report", "quick": args.quick, "note": chainbench.latency_only_note()}
+    record: dict[str, Any] = {"kind": "gpu-report", "quick": args.quick, "note": ""}
     record.update(chainbench.environment(args.device))
     record["cuda"] = cuda_facts(args.device)
     record["onnxruntime"] = ort_facts(args.device)
@@ -377,6 +385,7 @@ def main(argv: list[str] | None = None) -> Path:
         except Exception as exc:
             record["presets"].append({"preset": name, "error": describe(exc)})
         print(summary_line(record["presets"][-1]), flush=True)
+    record["note"] = weights_note(record["presets"])
     record["total_seconds"] = chainbench.elapsed(started)
 
     hardware = record["hardware"]
