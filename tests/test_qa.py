@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -245,3 +246,29 @@ def test_random_bytes_as_a_context_get_a_clear_message_not_an_answer(tokenizer):
         answer(KeywordModel(5), tokenizer, "what is it ?", noise)
     assert raised.value.field == "context"
     assert answer(KeywordModel(5), tokenizer, "what is it ?", "paris\tis\nthe capital .").text  # layout is text
+
+
+def test_the_logits_rule_ranks_spans_by_raw_logits_across_windows(tokenizer):
+    """A window with nothing good in it puts nearly all its probability on a weak span by normalizing
+    alone; BERT's rule (raw start + end logits across windows) keeps the strong span of the window that
+    holds the answer, and its null margin is the logits' (lowest null logits - the span's)."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    context = "the capital is rome . " + "the city was founded in the year one . " * 6 + "it is madrid ."
+
+    class Crowded:  # "madrid" strong (8) among many middling tokens (6); "rome" weak (3) among very low ones
+        input_names = WindowedModel.input_names
+
+        def run(self, inputs):
+            ids = inputs["input_ids"]
+            has_gold = (ids == gold).any(axis=1, keepdims=True)
+            logits = np.where(has_gold, 6.0, -6.0) + np.zeros(ids.shape)
+            logits = np.where(ids == gold, 8.0, np.where(ids == decoy, 3.0, logits))
+            logits[:, 0] = -1.0
+            return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+    quiet = dict(max_length=48, stride=16)
+    by_max = answer(Crowded(), tokenizer, "which city ?", context, DecodeSettings(**quiet, windows="max"))
+    by_logits = answer(Crowded(), tokenizer, "which city ?", context, DecodeSettings(**quiet, windows="logits"))
+    assert by_max.text == "rome" and by_logits.text == "madrid"
+    assert 0.0 < by_logits.score <= 1.0 and by_logits.score == by_logits.span_score
+    assert math.isclose(by_logits.null_margin, -1.0 * 2 - 8.0 * 2, abs_tol=1e-3)

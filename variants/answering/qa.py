@@ -32,8 +32,11 @@ CALIBRATED = "calibrated"
 #   lowest null score over windows (so a name repeated in many windows can beat the one window that
 #   holds the answer, and a summed score can pass 1);
 # "max": a text's best single-window score, against the lowest null over windows;
-# "window": the best single-window span against the null of that same window: one window's probabilities.
-WINDOW_RULES = ("pipeline", "max", "window")
+# "window": the best single-window span against the null of that same window: one window's probabilities;
+# "logits": BERT's own SQuAD v2 rule (Google's run_squad.py, transformers' examples/run_qa postprocessing):
+#   spans ranked by raw start + end logits across windows, against the lowest null logits of any window,
+#   so that a window with nothing good in it cannot make a weak span look certain by normalizing alone.
+WINDOW_RULES = ("pipeline", "max", "window", "logits")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
 # or "calibrated": each model's own threshold from its config.json (0 for a model without one).
 NullThreshold = float | Literal["calibrated"]
@@ -240,6 +243,11 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def _logsumexp(x: np.ndarray) -> float:
+    top = float(x.max())
+    return top + math.log(float(np.exp(x - top).sum()))
+
+
 def _top_spans(p_start: np.ndarray, p_end: np.ndarray, allowed: np.ndarray, max_len: int, k: int) -> list:
     """The ``k`` best (start, end, score) with start <= end < start + max_len, on allowed tokens.
 
@@ -299,6 +307,11 @@ class _Candidate:
         """That window."""
         return max(self.by_row, key=self.by_row.__getitem__)
 
+    def logit_row(self, log_norm: np.ndarray) -> tuple[float, int]:
+        """Its best raw score (start + end logits) over windows and that window: a window's probability times
+        its softmax normalizers, in logs."""
+        return max((math.log(max(p, 1e-45)) + float(log_norm[r]), r) for r, p in self.by_row.items())
+
 
 def decode(
     windows: Windows, starts: np.ndarray, ends: np.ndarray, contexts: list[str], settings: DecodeSettings
@@ -314,16 +327,21 @@ def decode(
     k = 12 if settings.align_to_words else 1
     texts: list[dict[str, _Candidate]] = [{} for _ in contexts]
     row_null = np.ones(len(windows.owner))
+    log_norm = np.zeros(len(windows.owner))  # per window: ln of its start and end softmax normalizers
     lowest_null = [1.0] * len(contexts)
+    lowest_null_logit = [math.inf] * len(contexts)
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
         allowed = ctx.copy()
         allowed[cls] = True
-        p_start = _softmax(np.where(allowed, starts[row], -1e4))
-        p_end = _softmax(np.where(allowed, ends[row], -1e4))
+        x_start, x_end = np.where(allowed, starts[row], -1e4), np.where(allowed, ends[row], -1e4)
+        p_start, p_end = _softmax(x_start), _softmax(x_end)
         row_null[row] = float(p_start[cls] * p_end[cls])
         lowest_null[pair] = min(lowest_null[pair], row_null[row])
+        if settings.windows == "logits":
+            log_norm[row] = _logsumexp(x_start) + _logsumexp(x_end)
+            lowest_null_logit[pair] = min(lowest_null_logit[pair], float(x_start[cls] + x_end[cls]))
         p_start[cls] = p_end[cls] = 0.0
         for s, e, score in _top_spans(p_start, p_end, allowed, settings.max_answer_length, k):
             c0, c1 = _char_span(windows, row, s, e, settings.align_to_words)
@@ -332,11 +350,20 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
-    rank = (lambda c: c.total) if settings.windows == "pipeline" else (lambda c: c.best)
+    rank = {"pipeline": lambda c: c.total, "logits": lambda c: c.logit_row(log_norm)[0]}.get(
+        settings.windows, lambda c: c.best
+    )
     for pair, context in enumerate(contexts):
         best = max(texts[pair].values(), key=rank, default=None)
         if best is None:
             span = Answer("", 0, 0, lowest_null[pair], 0.0, lowest_null[pair])
+        elif settings.windows == "logits":
+            logit, row = best.logit_row(log_norm)
+            null, shown = lowest_null[pair], best.by_row[row]
+            # ranked so that ln(null / ranked) is the logit margin (lowest null logits - the span's logits)
+            ranked = null * math.exp(min(700.0, logit - lowest_null_logit[pair]))
+            span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, null,
+                          ranked_score=ranked)  # fmt: skip
         else:
             null = float(row_null[best.row]) if settings.windows == "window" else lowest_null[pair]
             span = Answer(context[best.start : best.end], best.start, best.end, best.best, best.best, null,

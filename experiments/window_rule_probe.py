@@ -1,0 +1,56 @@
+"""Which window rule keeps long passages closest to single paragraphs? The bench's long-input view for a
+few variants, without the rest of the bench. A JSON record.
+
+    python -m experiments.window_rule_probe --variants pruned-onnx-opt-int8,baseline \\
+        --out experiments/records/window-rule-probe-cpu-<cpu>-<date>.json
+
+Every question of the bench's sample (``assets/data/squad_v2_dev_sample.json``, held-out articles of SQuAD
+v2 dev) is asked about its own paragraph and about its whole article, and decoded under every rule of
+:data:`variants.answering.qa.WINDOW_RULES` from the same logits at threshold 0
+(:func:`variants.benchmarking.long_inputs.long_input_view`, the bench's own code). Accuracy only, so the
+machine may be busy. Written for issue 41's "others you find": BERT's own SQuAD v2 rule (``logits``: raw
+start + end logits across windows against the lowest null logits) beside the three rules measured before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from experiments.common import add_probe_arguments, probe_engine, save_probe_record
+from variants.benchmarking.long_inputs import long_input_view
+from variants.core.squad import load_squad
+
+SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "data" / "squad_v2_dev_sample.json"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_arguments(parser)
+    parser.add_argument("--variants", default="baseline", help="comma-separated variant names")
+    parser.add_argument("--questions", type=int, default=0, help="the first N questions of the sample (0: all)")
+    parser.add_argument("--out", help="where to write the record (default: print only)")
+    args = parser.parse_args(argv)
+    started = time.time()
+    names = args.variants.split(",")
+    examples = load_squad(SAMPLE)
+    if args.questions:
+        examples = examples[: args.questions]
+    engine = probe_engine(args.preset, names, args.baseline, args.pruned)
+    try:
+        view = long_input_view(engine, examples, names, progress=lambda share, what: print(f"{share:.0%} {what}"))
+    finally:
+        engine.close()
+    record = save_probe_record({"kind": "window-rule-probe", "method": __doc__, "long_inputs": view}, started, args.out)
+    for name, entry in view["variants"].items():
+        for rule in view["rules"]:
+            para, art = entry["paragraph"][rule], entry["article"][rule]
+            gap = para["has_ans_f1"] - art["has_ans_f1"]
+            print(f"{name:24s} {rule:9s} HasAns F1 paragraph {para['has_ans_f1']:6.2f} "
+                  f"article {art['has_ans_f1']:6.2f} gap {gap:6.2f}  F1 article {art['f1']:6.2f}")  # fmt: skip
+    return record
+
+
+if __name__ == "__main__":
+    main()
