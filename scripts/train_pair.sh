@@ -5,7 +5,7 @@
 # distilled from it (fewer layers: --drop-layers) and its card. Ships nothing: `train ship` is a person's
 # call after reading the cards (docs/training.md, "How a model is chosen").
 #
-#   DATA=/work/shared/data/squad bash scripts/train_pair.sh   # nohup ... & for a background run
+#   DATA=path/to/squad bash scripts/train_pair.sh   # the folder of the SQuAD v2 files; nohup ... & in the background
 #
 # DATA must be spelled as when the stage started: a resumed run refuses a checkpoint whose settings differ,
 # and the data files are among them.
