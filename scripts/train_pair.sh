@@ -14,12 +14,13 @@
 # has its evaluation), an interrupted one resumes from its checkpoint (runs/checkpoints/<name>/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] && export PATH="$PWD/.venv/bin:$PATH"  # the project's environment (scripts/setup.sh)
 
 DATA=${DATA:?set DATA to the folder holding train.json, train-extra.json and dev.json}
 BASE=${BASE:-runs/minilm-squad2-extra-long20}
-PRUNED=${PRUNED:-runs/minilm-squad2-pruned-l4-extra-long20}
 THREADS=${THREADS:-2}
 DROP_LAYERS=${DROP_LAYERS:-2}
+PRUNED=${PRUNED:-runs/minilm-squad2-pruned-drop${DROP_LAYERS}-extra-long20}
 GATE_HASANS=${GATE_HASANS:-63}   # issue 44: dev.json HasAns F1 at threshold 0 at least 63 ...
 GATE_F1=${GATE_F1:-48.44}        # ... and F1 at 0 no lower than the shipped baseline's
 HELD=Computational_complexity_theory,Steam_engine
@@ -47,7 +48,8 @@ if [ ! -f "$BASE/train_config.json" ]; then
   python -m variants train finetune --data "$TRAIN" --out "$BASE" --epochs 3 --bf16 $SHARED $(resume_flag "$BASE")
 fi
 evaluated "$BASE" || python -m variants train card --data "$DATA/dev.json" --out "$BASE"
-read -r f1 hasans < <(at_zero "$BASE")
+scores=$(at_zero "$BASE")  # fails the script (set -e) if the card has no evaluation
+read -r f1 hasans <<<"$scores"
 echo "== baseline at threshold 0 on dev.json: F1 $f1, HasAns F1 $hasans (gate: $GATE_F1, $GATE_HASANS)"
 if ! python -c "import sys; sys.exit(0 if float('$f1') >= $GATE_F1 and float('$hasans') >= $GATE_HASANS else 1)"; then
   echo "== the baseline misses the gate: the shipped pair stays; no partner is distilled from it" >&2
@@ -66,6 +68,7 @@ if [ ! -f "$PRUNED/train_config.json" ]; then
     --freeze-embeddings --alpha 0.2 --drop-layers "$DROP_LAYERS" --bf16 $(resume_flag "$PRUNED")
 fi
 evaluated "$PRUNED" || python -m variants train card --data "$DATA/dev.json" --out "$PRUNED"
-read -r pf1 phasans < <(at_zero "$PRUNED")
+scores=$(at_zero "$PRUNED")
+read -r pf1 phasans <<<"$scores"
 echo "== pruned at threshold 0 on dev.json: F1 $pf1 (baseline $f1), HasAns F1 $phasans (baseline $hasans)"
 echo "== issue 44 asks for at most 3.5 F1 and 5 HasAns F1 below the baseline; then: train ship, bench --long-inputs"

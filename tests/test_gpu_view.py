@@ -383,4 +383,15 @@ def test_the_benchmark_tab_shows_the_gpu_section(tmp_path: Path) -> None:
 def test_the_report_writes_its_weights_note_from_what_its_presets_ran() -> None:
     assert "random weights" in gpu_report.weights_note([{"preset": "bert-large-replica", "latency_only": True}])
     trained = gpu_report.weights_note([{"preset": "embedded", "latency_only": False}, {"preset": "x", "error": "oom"}])
-    assert "random" not in trained and "trained models" in trained
+    assert "random" not in trained and trained.startswith("embedded: the trained models") and "x" not in trained
+    mixed = gpu_report.weights_note([{"preset": "a", "latency_only": True}, {"preset": "b", "latency_only": False}])
+    assert mixed.startswith("a: ") and "random weights" in mixed and "b: the trained models" in mixed
+
+
+def test_a_malformed_gpu_record_leaves_the_page_standing(tmp_path: Path) -> None:
+    broken = json.loads(H200.read_text())
+    broken["versions"] = "not a mapping"
+    (tmp_path / H200.name).write_text(json.dumps(broken))
+    with gr.Blocks():
+        shown = gpu_section(tmp_path)
+    assert "could not be read" in shown.header and shown.latency is None

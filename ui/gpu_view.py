@@ -2,6 +2,7 @@
 latency chart and its table, throughput when the record has it, and served latency. It only reads the
 record (:mod:`variants.records.gpu`): nothing here runs a model, and the CPU views beside it do not change."""
 
+import logging
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -14,6 +15,7 @@ from .styles import html_block
 from .text import count, esc
 
 HOW_TO = "<code>python -m variants gpu-report</code> on a GPU machine (see <code>docs/gpu.md</code>)"
+log = logging.getLogger("ui.gpu_view")
 NO_RECORD = f"No GPU record yet: {HOW_TO} writes one into <code>assets/results/gpu</code>."
 LATENCY_HEADERS = {  # latency_frame column -> table header
     "preset": "Preset",
@@ -241,8 +243,14 @@ def gpu_section(folder: Path | None = None) -> GpuShown:
     """A closed accordion at the foot of the Benchmark tab with the newest GPU record in ``folder`` (default
     ``assets/results/gpu``). Built once with the page: no events, no model."""
     record = gpu.newest_gpu_record(folder)
-    shown = gpu_outputs(record)
-    facts = gpu.gpu_facts(record) if record else {}
+    try:
+        shown = gpu_outputs(record)
+        facts = gpu.gpu_facts(record) if record else {}
+    except Exception as exc:  # a malformed record must not stop the page from being built
+        log.warning("the newest GPU record could not be shown", exc_info=True)
+        shown = GpuShown(header=f'<div class="qa-notice">The newest GPU record could not be read '
+                                f"({esc(type(exc).__name__)}: {esc(str(exc))[:200]}).</div>")  # fmt: skip
+        record, facts = None, {}
     label = "On a GPU"
     if record:
         label += (

@@ -33,8 +33,9 @@ CALIBRATED = "calibrated"
 #   holds the answer, and a summed score can pass 1);
 # "max": a text's best single-window score, against the lowest null over windows;
 # "window": the best single-window span against the null of that same window: one window's probabilities;
-# "logits": BERT's own SQuAD v2 rule (Google's run_squad.py, transformers' examples/run_qa postprocessing):
-#   spans ranked by raw start + end logits across windows, against the lowest null logits of any window,
+# "logits": BERT's own SQuAD v2 rule (Google's run_squad.py, transformers' examples/run_qa postprocessing), per
+#   answer text as the other rules count it (the token spans that widen to one text added up in a window):
+#   texts ranked by raw start + end logits across windows, against the lowest null logits of any window,
 #   so that a window with nothing good in it cannot make a weak span look certain by normalizing alone.
 WINDOW_RULES = ("pipeline", "max", "window", "logits")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
@@ -105,7 +106,8 @@ class Answer:
     probability where "no answer" wins; both come from one window's softmax, so they never pass 1.
     ``span_score`` is the best span's probability in its best window. The decision compares
     ``null_score`` with ``ranked_score``: the span's score under the window rule, which is
-    ``span_score`` except under the pipeline's rule, where it is the sum over windows (it can pass 1).
+    ``span_score`` except under the pipeline's rule, where it is the sum over windows (it can pass 1);
+    under the "logits" rule it compares logits instead (``logit_margin``).
     When "no answer" wins, ``guess`` (with its offsets) is the best span it beat, for a UI to show.
     """
 
@@ -119,6 +121,7 @@ class Answer:
     guess_start: int = 0
     guess_end: int = 0
     ranked_score: float | None = None  # None: span_score
+    logit_margin: float | None = None  # the "logits" rule's decision: lowest null logits - the span's logits
 
     @property
     def is_null(self) -> bool:
@@ -127,7 +130,10 @@ class Answer:
     @property
     def null_margin(self) -> float:
         """ln(null score / the span's ranked score): how strongly "no answer" beats the best span (SQuAD's
-        na_prob ranks by it; the answer is null where it is above the null threshold)."""
+        na_prob ranks by it; the answer is null where it is above the null threshold). Under the "logits"
+        rule, the logits' own margin (across windows no probability ratio gives it)."""
+        if self.logit_margin is not None:
+            return self.logit_margin
         ranked = self.span_score if self.ranked_score is None else self.ranked_score
         return null_margin(self.null_score, ranked)
 
@@ -359,11 +365,9 @@ def decode(
             span = Answer("", 0, 0, lowest_null[pair], 0.0, lowest_null[pair])
         elif settings.windows == "logits":
             logit, row = best.logit_row(log_norm)
-            null, shown = lowest_null[pair], best.by_row[row]
-            # ranked so that ln(null / ranked) is the logit margin (lowest null logits - the span's logits)
-            ranked = null * math.exp(min(700.0, logit - lowest_null_logit[pair]))
-            span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, null,
-                          ranked_score=ranked)  # fmt: skip
+            shown = best.by_row[row]
+            span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, lowest_null[pair],
+                          logit_margin=lowest_null_logit[pair] - logit)  # fmt: skip
         else:
             null = float(row_null[best.row]) if settings.windows == "window" else lowest_null[pair]
             span = Answer(context[best.start : best.end], best.start, best.end, best.best, best.best, null,

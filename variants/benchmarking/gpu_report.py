@@ -355,9 +355,11 @@ def numbers(text: str | None) -> tuple[int, ...]:
 def weights_note(presets: list[dict[str, Any]]) -> str:
     """The record's note: random weights where a preset ran them (``latency_only``), else the trained models."""
     random = [p["preset"] for p in presets if p.get("latency_only")]
-    if random:
-        return f"{', '.join(random)}: {chainbench.latency_only_note()}"
-    return "the presets' trained models; speed only, no accuracy is measured"
+    trained = [p["preset"] for p in presets if p.get("latency_only") is False]
+    notes = [f"{', '.join(random)}: {chainbench.latency_only_note()}"] if random else []
+    if trained:
+        notes.append(f"{', '.join(trained)}: the trained models; speed only, no accuracy is measured")
+    return "; ".join(notes) or "no preset ran"
 
 
 def main(argv: list[str] | None = None) -> Path:

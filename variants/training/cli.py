@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"--recipe {cfg.recipe} does not use {' '.join(unused)}: the one-shot recipe does")
     if cfg.keep_layers and cfg.drop_layers:
         raise SystemExit("--keep-layers names the layers, --drop-layers chooses them: give one of the two")
+    if cfg.keep_layers and not all(x.strip().isdigit() for x in cfg.keep_layers.split(",")):
+        raise SystemExit(f"--keep-layers takes layer numbers joined by commas, e.g. 0,1,3,5; got {cfg.keep_layers!r}")
     if cfg.stage == "dense":
         if not args.to:
             raise SystemExit("dense needs --to (the folder to write)")

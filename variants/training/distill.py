@@ -183,6 +183,12 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     cut: Cut | None = resumed["cut"] if resumed else None
     logs: list[dict] = resumed["logs_before"] if resumed else []
     student = storage.load_qa_model(cfg.init) if cfg.init else load()
+    if len(pruning.encoder_layers(student)) != len(pruning.encoder_layers(teacher)):
+        raise SystemExit(
+            f"--init {cfg.init} has {len(pruning.encoder_layers(student))} layers and the teacher "
+            f"{len(pruning.encoder_layers(teacher))}: recipes gradual and refine match the teacher's layers one to "
+            "one; a student with fewer layers is trained by the one-shot recipe (--drop-layers, --keep-layers)"
+        )
     if cut is None and cfg.init:
         cut = cut_in(student)
     if cut is not None:
