@@ -309,7 +309,7 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
         for batch in batches:
             inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
             out = model(**inputs)
-            loss = loss_fn(out, batch) if loss_fn else _qa_loss_of(out, batch)
+            loss = loss_fn(out, batch) if loss_fn else _qa_loss(out, batch)
             loss.backward()
             for idx, act in activations.items():
                 neuron_scores[idx] += (act * act.grad).sum(dim=(0, 1)).abs().detach()
@@ -328,10 +328,10 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
 def qa_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The mean cross-entropy of ``model``'s start and end logits against ``batch``'s gold positions."""
     inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
-    return _qa_loss_of(model(**inputs), batch)
+    return _qa_loss(model(**inputs), batch)
 
 
-def _qa_loss_of(out, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def _qa_loss(out, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     ce = nn.functional.cross_entropy
     return (ce(out.start_logits, batch["start_positions"]) + ce(out.end_logits, batch["end_positions"])) / 2
 
