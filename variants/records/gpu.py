@@ -200,27 +200,25 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]):
 def latency_frame(record: dict[str, Any] | None):
     """Batch-1 latency by sequence length: one row per (preset, variant, mode, seq_len) measured, with p50,
     p90, p99, min, max (ms) and n (timed runs). Rows and entries that failed are in :func:`problem_frame`."""
-    rows = []
-    for preset in presets(record):
-        for part, entry in entries(preset):
-            who = _who(preset, part, entry)
-            for point in entry.get("sweep") or []:
-                if isinstance(point, dict) and point.get("p50_ms") is not None:
-                    rows.append({**who, **{k: point.get(k) for k in LATENCY_COLUMNS if k not in who}})
-    return _frame(rows, LATENCY_COLUMNS)
+    return _points(record, "sweep", "p50_ms", LATENCY_COLUMNS)
 
 
 def throughput_frame(record: dict[str, Any] | None):
     """Questions per second by batch and length: one row per (preset, variant, mode, batch, seq_len) measured
     (empty for records from before the throughput step)."""
+    return _points(record, "throughput", "qps", THROUGHPUT_COLUMNS)
+
+
+def _points(record: dict[str, Any] | None, table: str, measured: str, columns: list[str]):
+    """One row per measured point (``measured`` set) of every entry's ``table``, with who measured it."""
     rows = []
     for preset in presets(record):
         for part, entry in entries(preset):
             who = _who(preset, part, entry)
-            for point in entry.get("throughput") or []:
-                if isinstance(point, dict) and point.get("qps") is not None:
-                    rows.append({**who, **{k: point.get(k) for k in THROUGHPUT_COLUMNS if k not in who}})
-    return _frame(rows, THROUGHPUT_COLUMNS)
+            for point in entry.get(table) or []:
+                if isinstance(point, dict) and point.get(measured) is not None:
+                    rows.append({**who, **{k: point.get(k) for k in columns if k not in who}})
+    return _frame(rows, columns)
 
 
 def pruning_frame(record: dict[str, Any] | None):
