@@ -4,6 +4,7 @@ axis with the always-"no answer" floor marked, plain names, every accuracy view 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import html
 import re
 from pathlib import Path
@@ -177,6 +178,16 @@ def test_the_chart_titles_fit_a_phone(engine, record) -> None:
         title = benchmark_outputs(record, "", view)[1].layout.title.text
         small = [html.unescape(line.removesuffix("</sup>")) for line in title.split("<br><sup>")[1:]]
         assert small and all(len(line) <= 50 for line in small), small
+
+
+def test_a_record_without_a_sweep_says_why_in_lines_that_fit_a_phone(record) -> None:
+    """A stored record whose run skipped the sweep names the flag; a quick run says it is quick. Plotly does
+    not wrap annotations either: each line stays within a phone's plot width."""
+    for kind, why in (("full", "--skip-sweeps"), ("quick", "quick runs skip it")):
+        bare = dataclasses.replace(record, kind=kind, variants=[dataclasses.replace(v, seq_len_sweep=[])
+                                                                for v in record.variants])  # fmt: skip
+        text = seq_len_figure(bare).layout.annotations[0].text
+        assert why in text and all(len(line) <= 32 for line in text.split("<br>")), text
 
 
 def test_parameter_counts_read_as_a_dash_where_a_record_has_none():

@@ -199,8 +199,17 @@ def seq_len_figure(record: Record | None) -> go.Figure:
     if not fig.data:
         _empty(
             fig,
-            "No sequence-length sweep in this record"
-            + ("<br>(quick benchmarks skip it; run python -m variants bench)" if record else ""),
+            "No sequence-length sweep<br>in this record"
+            + (
+                (
+                    "<br>(quick runs skip it;<br>python -m variants bench<br>measures it)"
+                    if record.is_quick
+                    else "<br>(this run skipped it;<br>python -m variants bench<br>"
+                    "without --skip-sweeps<br>measures it)"
+                )
+                if record
+                else ""
+            ),
         )
     else:
         fig.update_yaxes(rangemode="tozero")
