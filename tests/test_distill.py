@@ -153,6 +153,14 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     with torch.no_grad():
         again = storage.load_qa_model(shipped, compacted=True)
         torch.testing.assert_close(again(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
+    card = (shipped / "README.md").read_text()  # its "Load it" names the folder it now lives in
+    assert 'load_qa_model("assets/models/pruned"' in card and f"assets/models/{whole.name}" not in card
+    base = storage.ship(tiny_qa_dir, tmp_path / "models" / "base")  # a plain model: its folder as it is
+    paired = storage.ship(whole, tmp_path / "models" / "paired", embeddings_from=base)  # beside its shipped teacher
+    assert json.loads((paired / "compact.json").read_text())["embeddings"]["from"] == "../base"
+    with torch.no_grad():
+        again = storage.load_qa_model(paired, compacted=True)
+        torch.testing.assert_close(again(input_ids=ids).start_logits, student(input_ids=ids).start_logits)
 
     parted, run = tmp_path / "parted", tmp_path / "run"
     cfg = gradual_config(tiny_qa_dir, data, parted, bf16=True)
@@ -181,6 +189,11 @@ def test_the_one_shot_recipe_keeps_the_teachers_embeddings_when_asked_and_stores
     cards.card(str(out), data)
     readme = (out / "README.md").read_text()
     assert "embeddings kept frozen" in readme and "--freeze-embeddings" in readme
+    record = json.loads((out / "train_config.json").read_text())
+    record["config"]["long_contexts"] = 0.2  # a run with whole-article windows says so in plain words
+    (out / "train_config.json").write_text(json.dumps(record))
+    cards.card(str(out), data)
+    assert "20% of the questions again with their paragraph among 3 consecutive" in (out / "README.md").read_text()
 
 
 def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_with_the_teachers_embeddings(

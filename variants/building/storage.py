@@ -160,39 +160,60 @@ def export_dense(folder: str | Path, dest: str | Path) -> Path:
 
 
 SHIPPED_FROM_RUN = ("README.md", "train_config.json", "recipes.json")
+MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+               "special_tokens_map.json")  # a plain run's model, as ``train finetune`` writes it  # fmt: skip
 
 
-def ship(run: str | Path, dest: str | Path) -> Path:
-    """Put a training run's compact store (``<run>/compact``) in ``dest`` with the run's card, its training
-    record and its calibrated null threshold; the shared embeddings' folder is named relative to ``dest``.
+def ship(run: str | Path, dest: str | Path, embeddings_from: str | Path | None = None) -> Path:
+    """Put a training run's model in ``dest`` with the run's card, its training record and its calibrated null
+    threshold: a pruned run's compact store (``<run>/compact``), a plain run's folder as it is.
 
-    ``dest``'s old files go (it is a model folder, e.g. ``assets/models/minilm-squad2-pruned``). The result is
-    loaded back once, so a mismatch with the embeddings' folder fails here, not in the app.
+    ``dest``'s old files go (it is a model folder, e.g. ``assets/models/minilm-squad2-pruned``). A compact
+    store's shared embeddings are read from ``embeddings_from`` when given (the shipped teacher's folder: the
+    same embeddings, checked by their SHA-256), else from the run's own teacher folder; either is named
+    relative to ``dest``. The card's paths name ``dest``. The result is loaded back once, so a mismatch with
+    the embeddings' folder fails here, not in the app.
     """
     from transformers import AutoConfig  # noqa: PLC0415
 
     run, dest = Path(run), Path(dest)
     src = run / "compact"
-    layout = json.loads((src / LAYOUT).read_text())
+    compact = (src / LAYOUT).is_file()
+    if not compact and not (run / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{run} has neither a compact store (compact/) nor a model.safetensors to ship")
     if dest.exists():
         for old in dest.iterdir():
             if old.is_file():
                 old.unlink()
     dest.mkdir(parents=True, exist_ok=True)
-    for f in src.iterdir():
-        if f.is_file() and f.name != LAYOUT:
-            shutil.copy2(f, dest / f.name)
+    if compact:
+        layout = json.loads((src / LAYOUT).read_text())
+        for f in src.iterdir():
+            if f.is_file() and f.name != LAYOUT:
+                shutil.copy2(f, dest / f.name)
+        if "embeddings" in layout:
+            shared = Path(embeddings_from) if embeddings_from else src / layout["embeddings"]["from"]
+            layout["embeddings"]["from"] = Path(os.path.relpath(shared.resolve(), dest.resolve())).as_posix()
+        (dest / LAYOUT).write_text(json.dumps(layout, indent=2))
+    else:
+        for name in MODEL_FILES:
+            if (run / name).is_file():
+                shutil.copy2(run / name, dest / name)
     for name in SHIPPED_FROM_RUN:
         if (run / name).is_file():
             shutil.copy2(run / name, dest / name)
-    if "embeddings" in layout:
-        shared = (src / layout["embeddings"]["from"]).resolve()
-        layout["embeddings"]["from"] = Path(os.path.relpath(shared, dest.resolve())).as_posix()
-    (dest / LAYOUT).write_text(json.dumps(layout, indent=2))
+    card = dest / "README.md"
+    if card.is_file() and run.name != dest.name:  # the card's "Load it" names the folder it was written in
+        text = card.read_text()
+        text = text.replace(f"assets/models/{run.name}", f"assets/models/{dest.name}")
+        card.write_text(text.replace(f"--to {run.name}-dense", f"--to {dest.name}-dense"))
     threshold = getattr(AutoConfig.from_pretrained(run), CALIBRATED_THRESHOLD, None)
-    if threshold is not None:
+    if threshold is not None and compact:
         config = AutoConfig.from_pretrained(dest)
         setattr(config, CALIBRATED_THRESHOLD, threshold)
         config.save_pretrained(dest)
-    load(dest)
+    if compact:
+        load(dest)
+    else:
+        load_qa_model(dest)
     return dest

@@ -119,6 +119,13 @@ def card(folder: str, data: str | None) -> dict:
             f" Training also saw {cfg['short_contexts']:.0%} of the answerable questions again with only the sentence "
             "that holds the answer as context (`variants/training/augment.py`)."
         )
+    if cfg.get("long_contexts"):
+        summary += (
+            f" Training also saw {cfg['long_contexts']:.0%} of the questions again with their paragraph among "
+            f"{cfg.get('long_context_paragraphs', 3)} consecutive paragraphs of its article, read in 384-token windows: "
+            'windows without the answer are labelled "no answer", as a pasted long passage asks '
+            "(`variants/training/augment.py`)."
+        )
     if pruned and cfg.get("teacher_inputs"):
         stage = "The refinement" if cfg.get("recipe") == "refine" else "Distillation"
         summary += (

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("finetune", "prune", "calibrate", "card", "ship", "dense"),
         help="calibrate: the null threshold of --out on its held-out articles of --data (training does it "
         "too when it holds articles out); card: evaluate --out on --data, write README.md; ship: copy the "
-        "compact store of run --out, with its card, to --to; dense: write the model of --out in the plain transformers "
+        "model of run --out (a pruned run's compact store), with its card, to --to; dense: write the model of --out "
+        "in the plain transformers "
         "format (removed heads and neurons as zeros, FP32) to --to, for tools that load models with transformers alone",
     )
     parser.add_argument(
@@ -42,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="SQuAD v2 JSON file (several: joined by commas), or a Hub dataset name (not for ship)",
     )
     parser.add_argument("--to", default="", help="ship: the model folder to write (its old files go)")
+    parser.add_argument(
+        "--embeddings-from",
+        default="",
+        help="ship, a pruned run: the folder its shared embeddings are read from once shipped (the shipped "
+        "teacher's, e.g. assets/models/minilm-squad2; default: the run's teacher folder)",
+    )
     parser.add_argument("--out", required=True, help="folder to write the model to")
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
     parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
@@ -92,7 +99,7 @@ def run(args: argparse.Namespace) -> None:
         if not args.to:
             raise SystemExit("ship needs --to (the model folder to write)")
 
-        print(f"shipped {cfg.out} to {ship(cfg.out, args.to)}")
+        print(f"shipped {cfg.out} to {ship(cfg.out, args.to, args.embeddings_from or None)}")
         return
     if not cfg.data:
         raise SystemExit(f"{cfg.stage} needs --data")
