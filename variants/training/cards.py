@@ -122,8 +122,8 @@ def card(folder: str, data: str | None) -> dict:
     if cfg.get("long_contexts"):
         summary += (
             f" Training also saw {cfg['long_contexts']:.0%} of the questions again with their paragraph among "
-            f"{cfg.get('long_context_paragraphs', 3)} consecutive paragraphs of its article, read in 384-token windows: "
-            'windows without the answer are labelled "no answer", as a pasted long passage asks '
+            f"{cfg.get('long_context_paragraphs', 3)} consecutive paragraphs of its article, read in 384-token "
+            'windows: windows without the answer are labelled "no answer", as a pasted long passage asks '
             "(`variants/training/augment.py`)."
         )
     if pruned and cfg.get("teacher_inputs"):
