@@ -49,6 +49,8 @@ CANDIDATES: dict[str, tuple[list[int], int | None, int | None]] = {
     "6 layers, 6 heads, 256 neurons": ([0, 1, 2, 3, 4, 5], 6, 256),
     "6 layers, 4 heads, 256 neurons": ([0, 1, 2, 3, 4, 5], 4, 256),
     "5 layers, shipped cut": ([0, 1, 2, 3, 5], None, None),
+    "5 layers, 8 heads, 256 neurons": ([0, 1, 3, 4, 5], 8, 256),
+    "5 layers, 6 heads, 256 neurons": ([0, 1, 3, 4, 5], 6, 256),
     "4 layers, shipped cut": ([0, 1, 3, 5], None, None),
     "4 layers, 12 heads, 256 neurons": ([0, 1, 3, 5], 12, 256),
     "4 layers, 8 heads, 384 neurons": ([0, 1, 3, 5], 8, 384),

@@ -26,6 +26,13 @@ DROP_LAYERS=${DROP_LAYERS:-2}
 # (3 epochs with --teacher-inputs 1.0, the shipped recipe's, would be ~45k features and ~2.3 h).
 PRUNE_EPOCHS=${PRUNE_EPOCHS:-2}
 TEACHER_INPUTS=${TEACHER_INPUTS:-0}
+# The cut after the layers go: shares of all heads / FFN neurons removed, and what every layer keeps at least
+# (--head-share 0.5 --min-heads 6 on 5 layers leaves exactly 6 heads each: a structure chosen by measured time,
+# experiments/cut_timing_probe.py).
+HEAD_SHARE=${HEAD_SHARE:-0.3}
+FFN_SHARE=${FFN_SHARE:-0.8}
+MIN_HEADS=${MIN_HEADS:-4}
+MIN_NEURONS=${MIN_NEURONS:-256}
 PRUNED=${PRUNED:-runs/minilm-squad2-pruned-drop${DROP_LAYERS}-extra-long20}
 GATE_HASANS=${GATE_HASANS:-63}   # issue 44: dev.json HasAns F1 at threshold 0 at least 63 ...
 GATE_F1=${GATE_F1:-48.44}        # ... and F1 at 0 no lower than the shipped baseline's
@@ -70,7 +77,7 @@ echo "== $(date -u +%FT%TZ) pruned partner: $PRUNED (--drop-layers $DROP_LAYERS)
 if [ ! -f "$PRUNED/train_config.json" ]; then
   # shellcheck disable=SC2046,SC2086
   python -m variants train prune --data "$TRAIN" --out "$PRUNED" --teacher "$BASE" $SHARED \
-    --epochs "$PRUNE_EPOCHS" --teacher-inputs "$TEACHER_INPUTS" --short-contexts 0.5 --head-share 0.3 --ffn-share 0.8 --min-heads 4 --min-neurons 256 \
+    --epochs "$PRUNE_EPOCHS" --teacher-inputs "$TEACHER_INPUTS" --short-contexts 0.5 --head-share "$HEAD_SHARE" --ffn-share "$FFN_SHARE" --min-heads "$MIN_HEADS" --min-neurons "$MIN_NEURONS" \
     --freeze-embeddings --alpha 0.2 --drop-layers "$DROP_LAYERS" --bf16 $(resume_flag "$PRUNED")
 fi
 evaluated "$PRUNED" || python -m variants train card --data "$DATA/dev.json" --out "$PRUNED"
