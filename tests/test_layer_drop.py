@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 
 import pytest
@@ -12,7 +13,7 @@ from transformers import AutoModelForQuestionAnswering
 
 from variants.building import prune, storage
 from variants.training import cli as train_cli
-from variants.training import oneshot
+from variants.training import distill, oneshot
 from variants.training import settings as train_settings
 from variants.training.cards import layers_note
 
@@ -64,6 +65,15 @@ def test_a_student_with_a_dropped_layer_is_stored_as_a_plain_model_and_a_compact
                 for i, layer in enumerate(prune.encoder_layers(teacher))}  # fmt: skip
     assert min(distance, key=distance.get) == kept[0]  # started from the kept layer, then trained a little
 
+    refined = tmp_path / "refined"  # recipe "refine" from it: each layer learns from the teacher layer it kept
+    again = train_settings.TrainConfig("prune", "", data, str(refined), teacher=str(tuned), recipe="refine",
+                                       init=str(pruned), hidden_weight=1.0, attention_weight=0.5, null_weight=1.0,
+                                       freeze_embeddings=True, **SMALL)  # fmt: skip
+    distill.gradual_prune(again)
+    record = json.loads((refined / "train_config.json").read_text())
+    assert record["teacher_layers_kept"] == kept and {"hidden", "attention", "null"} <= record["log"][0].keys()
+    assert storage.load_qa_model(refined / "compact", compacted=True).config.num_hidden_layers == 1
+
 
 def test_drop_layers_drops_the_layer_whose_absence_costs_least(tiny_qa_dir, monkeypatch):
     """The greedy choice: with a loss that rises only when layer 1 is missing, layer 0 goes."""
@@ -112,3 +122,28 @@ def test_the_card_names_the_teacher_layers_a_shorter_student_kept():
         == " (the fine-tuned model's layers 0, 1, 3, 5, numbered from 0)"
     )
     assert layers_note({}) == ""
+
+
+def test_a_shorter_student_learns_each_layer_from_the_teacher_layer_it_kept(tiny_qa_dir, tmp_path):
+    """Recipe "refine" from a layer-dropped --init: hidden states and attention matched layer by layer."""
+    teacher = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, dtype=torch.float32).eval()
+    teacher.set_attn_implementation("eager")
+    student = copy.deepcopy(teacher)
+    prune.keep_layers(student, [0])  # the teacher's first layer as it is: it computes what that layer computes
+    ids = torch.randint(5, 60, (2, 12), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "start_positions": torch.tensor([1, 2]),
+             "end_positions": torch.tensor([2, 3])}  # fmt: skip
+    cfg = train_settings.TrainConfig("prune", "", "", "", hidden_weight=1.0, attention_weight=1.0)
+    _, parts = distill.teacher_loss(teacher, cfg, None, [0])(student, batch, [0, 1])
+    assert parts["hidden"] == pytest.approx(0.0, abs=1e-10) and parts["attention"] == pytest.approx(0.0, abs=1e-6)
+    _, wrong = distill.teacher_loss(teacher, cfg, None, [1])(student, batch, [0, 1])
+    assert wrong["hidden"] > 1e-3  # against the layer it did not keep, the states differ
+
+    init = tmp_path / "init"  # which layers: the one-shot run's record says
+    student.save_pretrained(init)
+    (init / "train_config.json").write_text(json.dumps({"teacher_layers_kept": [0]}))
+    assert distill.layers_learned_from(str(init), student, teacher) == [0]
+    assert distill.layers_learned_from(str(init), teacher, teacher) is None  # as many layers: one to one
+    (init / "train_config.json").write_text("{}")
+    with pytest.raises(SystemExit, match="teacher_layers_kept"):
+        distill.layers_learned_from(str(init), student, teacher)

@@ -31,8 +31,10 @@ before each cut are a cheaper stand-in that needs no masked layers in the model.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -90,18 +92,22 @@ def null_term(student: torch.Tensor, teacher: torch.Tensor, kind: str) -> torch.
     raise ValueError(f"null loss {kind!r}: 'margin' or 'decision'")
 
 
-def teacher_loss(teacher: nn.Module, cfg: TrainConfig, cut: Cut | None = None):
+def teacher_loss(teacher: nn.Module, cfg: TrainConfig, cut: Cut | None = None, layers: list[int] | None = None):
     """The recipe's loss: ``alpha`` x labels + (1 - alpha) x KL on logits, plus the hidden-state, attention
     and null terms (``cut``: the student's, for the attention term).
 
-    The teacher runs on each batch (its hidden states are too big to keep for every feature).
+    ``layers``: the teacher's layer that each student layer learns from, in order (a student with fewer layers:
+    the ones it kept, ``teacher_layers_kept``); default one to one. The teacher runs on each batch (its hidden
+    states are too big to keep for every feature).
     """
     teacher.eval()
     hidden, attention = cfg.hidden_weight > 0, cfg.attention_weight > 0
+    teacher_layers = pruning.encoder_layers(teacher)
+    layers = list(range(len(teacher_layers))) if layers is None else layers
     if attention:
-        heads = [pruning.head_count(layer) for layer in pruning.encoder_layers(teacher)]
         removed = cut.heads if cut else {}
-        kept = {i: [h for h in range(n) if h not in removed.get(i, [])] for i, n in enumerate(heads)}
+        kept = {i: [h for h in range(pruning.head_count(teacher_layers[t])) if h not in removed.get(i, [])]
+                for i, t in enumerate(layers)}  # fmt: skip
 
     def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
         inputs = {k: v for k, v in batch.items() if "positions" not in k}
@@ -115,12 +121,14 @@ def teacher_loss(teacher: nn.Module, cfg: TrainConfig, cut: Cut | None = None):
         kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
         loss = cfg.alpha * hard + (1 - cfg.alpha) * kd
         parts = {"hard": hard.item(), "kd": kd.item()}
-        if hidden:
-            hs = hidden_state_loss(out.hidden_states, t_out.hidden_states, batch["attention_mask"])
+        if hidden:  # the embeddings' output, then after each layer the student's teacher layer's
+            theirs = (t_out.hidden_states[0], *(t_out.hidden_states[t + 1] for t in layers))
+            hs = hidden_state_loss(out.hidden_states, theirs, batch["attention_mask"])
             loss = loss + cfg.hidden_weight * hs
             parts["hidden"] = hs.item()
         if attention:
-            att = attention_loss(out.attentions, t_out.attentions, kept, batch["attention_mask"])
+            theirs = tuple(t_out.attentions[t] for t in layers)
+            att = attention_loss(out.attentions, theirs, kept, batch["attention_mask"])
             loss = loss + cfg.attention_weight * att
             parts["attention"] = att.item()
         if cfg.null_weight:
@@ -163,6 +171,23 @@ def cut_in(model: nn.Module) -> Cut:
     return Cut(heads, kept)
 
 
+def layers_learned_from(init: str, student: nn.Module, teacher: nn.Module) -> list[int] | None:
+    """The teacher's layers a shorter ``--init`` student kept (its record's ``teacher_layers_kept``), which its
+    layers learn from one by one; None when the two have as many layers (one to one)."""
+    ours, theirs = len(pruning.encoder_layers(student)), len(pruning.encoder_layers(teacher))
+    if ours == theirs:
+        return None
+    record = Path(init) / "train_config.json"
+    kept = json.loads(record.read_text()).get("teacher_layers_kept") if init and record.is_file() else None
+    if not kept or len(kept) != ours:
+        raise SystemExit(
+            f"--init {init} has {ours} layers and the teacher {theirs}, and its train_config.json does not say which "
+            "of the teacher's layers it kept (teacher_layers_kept, written by the one-shot recipe's --drop-layers "
+            "or --keep-layers)"
+        )
+    return kept
+
+
 def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
     """Prune in ``cfg.prune_steps`` steps with distillation between them; save the result dense, with zeros.
 
@@ -183,12 +208,9 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     cut: Cut | None = resumed["cut"] if resumed else None
     logs: list[dict] = resumed["logs_before"] if resumed else []
     student = storage.load_qa_model(cfg.init) if cfg.init else load()
-    if len(pruning.encoder_layers(student)) != len(pruning.encoder_layers(teacher)):
-        raise SystemExit(
-            f"--init {cfg.init} has {len(pruning.encoder_layers(student))} layers and the teacher "
-            f"{len(pruning.encoder_layers(teacher))}: recipes gradual and refine match the teacher's layers one to "
-            "one; a student with fewer layers is trained by the one-shot recipe (--drop-layers, --keep-layers)"
-        )
+    layers = layers_learned_from(cfg.init, student, teacher)
+    if layers is not None:  # a shorter student: saved dense in its own shape
+        pruning.keep_layers(dense_template, layers)
     if cut is None and cfg.init:
         cut = cut_in(student)
     if cut is not None:
@@ -214,9 +236,11 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
                 layer.attention.self.dropout.p = 0.0
         stage_cfg = replace(cfg, epochs=epochs, seed=cfg.seed + stage)
         tag = {"stage": stage, "cut": cut, "logs_before": logs}
-        log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg, cut), checkpoint=checkpoint,
-                         resumed=resumed if stage == first else None, tag=tag)  # fmt: skip
+        log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg, cut, layers),
+                         checkpoint=checkpoint, resumed=resumed if stage == first else None, tag=tag)  # fmt: skip
         logs = logs + [{"prune_step": stage + 1, **entry} for entry in log]
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
     extra = {**cut_record(student, cut), "holdout_titles": held_out, **init_training(cfg.init)}
+    if layers is not None:
+        extra["teacher_layers_kept"] = layers
     save_pruned(student, dense_template, cut, tokenizer, cfg, logs, seconds, extra)
