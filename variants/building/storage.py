@@ -160,8 +160,6 @@ def export_dense(folder: str | Path, dest: str | Path) -> Path:
 
 
 SHIPPED_FROM_RUN = ("README.md", "train_config.json", "recipes.json")
-MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-               "special_tokens_map.json")  # a plain run's model, as ``train finetune`` writes it  # fmt: skip
 
 
 def ship(run: str | Path, dest: str | Path, embeddings_from: str | Path | None = None) -> Path:
@@ -177,8 +175,8 @@ def ship(run: str | Path, dest: str | Path, embeddings_from: str | Path | None =
     from transformers import AutoConfig  # noqa: PLC0415
 
     run, dest = Path(run), Path(dest)
-    src = run / "compact"
-    compact = (src / LAYOUT).is_file()
+    compact = is_compact(run / "compact")
+    src = run / "compact" if compact else run  # the folder whose files are the model
     if not compact and not (run / "model.safetensors").is_file():
         raise FileNotFoundError(f"{run} has neither a compact store (compact/) nor a model.safetensors to ship")
     if dest.exists():
@@ -186,34 +184,27 @@ def ship(run: str | Path, dest: str | Path, embeddings_from: str | Path | None =
             if old.is_file():
                 old.unlink()
     dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and f.name != LAYOUT:
+            shutil.copy2(f, dest / f.name)
     if compact:
         layout = json.loads((src / LAYOUT).read_text())
-        for f in src.iterdir():
-            if f.is_file() and f.name != LAYOUT:
-                shutil.copy2(f, dest / f.name)
         if "embeddings" in layout:
             shared = Path(embeddings_from) if embeddings_from else src / layout["embeddings"]["from"]
             layout["embeddings"]["from"] = Path(os.path.relpath(shared.resolve(), dest.resolve())).as_posix()
         (dest / LAYOUT).write_text(json.dumps(layout, indent=2))
-    else:
-        for name in MODEL_FILES:
+        for name in SHIPPED_FROM_RUN:
             if (run / name).is_file():
                 shutil.copy2(run / name, dest / name)
-    for name in SHIPPED_FROM_RUN:
-        if (run / name).is_file():
-            shutil.copy2(run / name, dest / name)
     card = dest / "README.md"
     if card.is_file() and run.name != dest.name:  # the card's "Load it" names the folder it was written in
         text = card.read_text()
         text = text.replace(f"assets/models/{run.name}", f"assets/models/{dest.name}")
         card.write_text(text.replace(f"--to {run.name}-dense", f"--to {dest.name}-dense"))
     threshold = getattr(AutoConfig.from_pretrained(run), CALIBRATED_THRESHOLD, None)
-    if threshold is not None and compact:
+    if threshold is not None and compact:  # a plain run's config.json, copied, has it already
         config = AutoConfig.from_pretrained(dest)
         setattr(config, CALIBRATED_THRESHOLD, threshold)
         config.save_pretrained(dest)
-    if compact:
-        load(dest)
-    else:
-        load_qa_model(dest)
+    load_qa_model(dest)  # either format
     return dest
