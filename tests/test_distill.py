@@ -158,6 +158,8 @@ def test_the_gradual_recipe_cuts_in_steps_keeps_the_embeddings_and_resumes_acros
     base = storage.ship(tiny_qa_dir, tmp_path / "models" / "base")  # a plain model: its folder as it is
     paired = storage.ship(whole, tmp_path / "models" / "paired", embeddings_from=base)  # beside its shipped teacher
     assert json.loads((paired / "compact.json").read_text())["embeddings"]["from"] == "../base"
+    shipped_with = f"train ship --out {whole.as_posix()} --to {paired.as_posix()} --embeddings-from {base.as_posix()}\n"
+    assert shipped_with in (paired / "README.md").read_text()  # the card names the ship command used
     with torch.no_grad():
         again = storage.load_qa_model(paired, compacted=True)
         torch.testing.assert_close(again(input_ids=ids).start_logits, student(input_ids=ids).start_logits)

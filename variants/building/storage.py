@@ -197,10 +197,14 @@ def ship(run: str | Path, dest: str | Path, embeddings_from: str | Path | None =
             if (run / name).is_file():
                 shutil.copy2(run / name, dest / name)
     card = dest / "README.md"
-    if card.is_file() and run.name != dest.name:  # the card's "Load it" names the folder it was written in
-        text = card.read_text()
-        text = text.replace(f"assets/models/{run.name}", f"assets/models/{dest.name}")
-        card.write_text(text.replace(f"--to {run.name}-dense", f"--to {dest.name}-dense"))
+    if card.is_file():  # the card's "Load it" names the folder it was written in, its ship line the one used
+        text = card.read_text().replace(f"assets/models/{run.name}", f"assets/models/{dest.name}")
+        text = text.replace(f"--to {run.name}-dense", f"--to {dest.name}-dense")
+        used = f"python -m variants train ship --out {run.as_posix()} --to {dest.as_posix()}"
+        if embeddings_from:
+            used += f" --embeddings-from {Path(embeddings_from).as_posix()}"
+        lines = text.splitlines(keepends=True)
+        card.write_text("".join(used + "\n" if ln.startswith("python -m variants train ship ") else ln for ln in lines))
     threshold = getattr(AutoConfig.from_pretrained(run), CALIBRATED_THRESHOLD, None)
     if threshold is not None and compact:  # a plain run's config.json, copied, has it already
         config = AutoConfig.from_pretrained(dest)

@@ -137,7 +137,7 @@ def card(folder: str, data: str | None) -> dict:
     command = reproduce_command(cfg)
     if compact:  # evaluate the run, then copy its store
         command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
-        command += f"\npython -m variants train ship --out {cfg['out']} --to {cfg['teacher']}-pruned"
+        command += f"\npython -m variants train ship --out {cfg['out']} --to assets/models/{Path(cfg['out']).name}"
     scores = write_card(folder, data, title, summary, command)
     print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
     return scores
