@@ -235,6 +235,32 @@ def test_the_window_rule_takes_the_null_of_the_best_spans_own_window(tokenizer):
     assert by_window.text == "" and by_window.guess == "rome"
 
 
+def test_the_odds_rule_takes_the_window_most_sure_of_its_span_against_no_answer(tokenizer):
+    """A window that rates "rome" well but "no answer" nearly as well, against one that rates "madrid" a
+    little lower and "no answer" not at all: probabilities and raw logits pick "rome", the odds against each
+    window's own null pick "madrid", and its decision is that window's."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    context = "the capital is rome . " + "the city was founded in the year one . " * 8 + "the river is in madrid ."
+
+    class UnsureBesideTheName:  # [CLS] high in the window with "rome", low in every other
+        input_names = WindowedModel.input_names
+
+        def run(self, inputs):
+            ids = inputs["input_ids"]
+            logits = np.where(ids == decoy, 8.0, np.where(ids == gold, 4.0, 0.0))
+            logits[:, 0] = np.where((ids == decoy).any(axis=1), 7.5, -2.0)
+            return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+    model = UnsureBesideTheName()
+    shown = {}
+    for rule in WINDOW_RULES:
+        shown[rule] = answer(model, tokenizer, "which city ?", context, DecodeSettings(48, 16, windows=rule))
+    assert shown["max"].text == shown["window"].text == shown["logits"].text == "rome"
+    odds = shown["odds"]
+    assert odds.text == "madrid" and 0.0 < odds.score <= 1.0 and odds.null_score < 1e-3
+    assert odds.null_margin == pytest.approx(math.log(odds.null_score / odds.span_score))
+
+
 def test_an_unknown_window_rule_is_refused(tokenizer):
     with pytest.raises(ValueError, match="windows rule"):
         answer(KeywordModel(5), tokenizer, "where ?", "paris", DecodeSettings(windows="sum"))

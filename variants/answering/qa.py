@@ -36,8 +36,12 @@ CALIBRATED = "calibrated"
 # "logits": BERT's own SQuAD v2 rule (Google's run_squad.py, transformers' examples/run_qa postprocessing), per
 #   answer text as the other rules count it (the token spans that widen to one text added up in a window):
 #   texts ranked by raw start + end logits across windows, against the lowest null logits of any window,
-#   so that a window with nothing good in it cannot make a weak span look certain by normalizing alone.
-WINDOW_RULES = ("pipeline", "max", "window", "logits")
+#   so that a window with nothing good in it cannot make a weak span look certain by normalizing alone;
+# "odds": the text's odds against "no answer" in the window where they are highest (its probability over
+#   that window's null probability), decided against that same window's null: a window that puts its weight
+#   on [CLS] (what training with whole-article windows teaches for windows without the answer) cannot win
+#   with a span it rates below "no answer", however its probabilities compare with other windows'.
+WINDOW_RULES = ("pipeline", "max", "window", "logits", "odds")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
 # or "calibrated": each model's own threshold from its config.json (0 for a model without one).
 NullThreshold = float | Literal["calibrated"]
@@ -319,6 +323,11 @@ class _Candidate:
         its softmax normalizers, in logs."""
         return max((math.log(max(p, 1e-45)) + float(log_norm[r]), r) for r, p in self.by_row.items())
 
+    def odds_row(self, row_null: np.ndarray) -> tuple[float, int]:
+        """Its highest log-odds against "no answer" within one window, ln(its probability / the window's null
+        probability), and that window."""
+        return max((-null_margin(float(row_null[r]), p), r) for r, p in self.by_row.items())
+
 
 def decode(
     windows: Windows, starts: np.ndarray, ends: np.ndarray, contexts: list[str], settings: DecodeSettings
@@ -357,9 +366,11 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
-    rank = {"pipeline": lambda c: c.total, "logits": lambda c: c.logit_row(log_norm)[0]}.get(
-        settings.windows, lambda c: c.best
-    )
+    rank = {
+        "pipeline": lambda c: c.total,
+        "logits": lambda c: c.logit_row(log_norm)[0],
+        "odds": lambda c: c.odds_row(row_null)[0],
+    }.get(settings.windows, lambda c: c.best)
     for pair, context in enumerate(contexts):
         best = max(texts[pair].values(), key=rank, default=None)
         if best is None:
@@ -369,6 +380,10 @@ def decode(
             shown = best.by_row[row]
             span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, lowest_null[pair],
                           logit_margin=lowest_null_logit[pair] - logit)  # fmt: skip
+        elif settings.windows == "odds":
+            row = best.odds_row(row_null)[1]
+            shown = best.by_row[row]
+            span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, float(row_null[row]))
         else:
             null = float(row_null[best.row]) if settings.windows == "window" else lowest_null[pair]
             span = Answer(context[best.start : best.end], best.start, best.end, best.best, best.best, null,

@@ -22,11 +22,12 @@ from variants.core.squad import QAExample, answered_share, squad_v2_scores
 SEPARATOR = "\n\n"  # between an article's paragraphs, as a pasted passage keeps them
 
 
-def whole_articles(examples: list[QAExample]) -> list[QAExample]:
-    """Every question again with its whole article as context: its paragraphs in file order, joined by
+def whole_articles(examples: list[QAExample], pool: list[QAExample] | None = None) -> list[QAExample]:
+    """Every question again with its whole article as context: its paragraphs in file order (those of
+    ``pool``, all the questions of the file, when ``examples`` are a draw from it), joined by
     :data:`SEPARATOR`, the gold answers at their new starts."""
     paragraphs: dict[str, list[str]] = {}
-    for ex in examples:
+    for ex in pool or examples:
         seen = paragraphs.setdefault(ex.title, [])
         if ex.context not in seen:
             seen.append(ex.context)
@@ -69,10 +70,15 @@ def scores(examples: list[QAExample], answers: dict[str, Answer]) -> dict[str, A
 
 
 def long_input_view(
-    engine: Any, examples: list[QAExample], names: list[str] | None = None, progress: Progress | None = None
+    engine: Any,
+    examples: list[QAExample],
+    names: list[str] | None = None,
+    progress: Progress | None = None,
+    pool: list[QAExample] | None = None,
 ) -> dict[str, Any]:
-    """The view for the engine's variants ``names`` (default: the headline ones that are not latency-only)."""
-    articles = whole_articles(examples)
+    """The view for the engine's variants ``names`` (default: the headline ones that are not latency-only);
+    articles are made of ``pool``'s paragraphs where given (:func:`whole_articles`)."""
+    articles = whole_articles(examples, pool)
     chosen = [
         v
         for v in engine.loaded
