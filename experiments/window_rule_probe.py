@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"no questions in {args.data} with titles {args.titles}")
     pool = examples  # articles are made of all their paragraphs, whichever questions are asked
     if args.draw:
-        examples = sorted(random.Random(0).sample(examples, min(args.draw, len(examples))), key=examples.index)
+        drawn = sorted(random.Random(0).sample(range(len(examples)), min(args.draw, len(examples))))
+        examples = [examples[i] for i in drawn]  # in file order
     if args.questions:
         examples = examples[: args.questions]
     engine = probe_engine(args.preset, names, args.baseline, args.pruned)
