@@ -18,6 +18,15 @@ The rule for the app's default, written before the held-out numbers were seen (i
 highest answerable F1 on whole articles, averaged over the variants measured, becomes the default if it is
 ahead of the current default (``logits``) there and its F1 over all questions on whole articles is at most
 1 point below ``logits``'s; then the sample's numbers are reported whatever they say.
+
+``--focus-weights 0.1,0.25,...`` adds the ``focus`` rule (``odds`` with each window weighed by its BM25
+against the question, :mod:`variants.answering.overlap`) at each weight, labelled ``focus <weight>``. The rule
+for it, written before its numbers were seen (issue 41, 2026-11-27): on the two held-out training articles,
+the weight with the highest answerable F1 on whole articles, averaged over the variants measured, becomes
+``DecodeSettings.focus``; ``focus`` at that weight becomes the default rule if it is ahead of ``odds`` there
+(averaged the same way), its F1 over all questions on whole articles is at most 1 point below ``odds``'s, and
+its answerable F1 on single paragraphs is at most 0.5 below ``odds``'s; then the sample's numbers are
+reported whatever they say.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import time
 from pathlib import Path
 
 from experiments.common import add_probe_arguments, probe_engine, save_probe_record
-from variants.benchmarking.long_inputs import long_input_view
+from variants.benchmarking.long_inputs import RULES, long_input_view
 from variants.core.squad import load_squad
 
 SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "data" / "squad_v2_dev_sample.json"
@@ -42,6 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data", default=str(SAMPLE), help="a SQuAD v2 file instead of the bench's sample")
     parser.add_argument("--titles", help="only these articles of --data (comma-separated titles)")
     parser.add_argument("--draw", type=int, default=0, help="N questions drawn at random (seed 0) instead of all")
+    parser.add_argument("--focus-weights", default="", help="the focus rule at these weights too (comma-separated)")
     parser.add_argument("--out", help="where to write the record (default: print only)")
     args = parser.parse_args(argv)
     started = time.time()
@@ -57,19 +67,24 @@ def main(argv: list[str] | None = None) -> dict:
         examples = [examples[i] for i in drawn]  # in file order
     if args.questions:
         examples = examples[: args.questions]
+    rules = dict(RULES)
+    for weight in filter(None, args.focus_weights.split(",")):
+        rules[f"focus {weight}"] = {"windows": "focus", "focus": float(weight)}
     engine = probe_engine(args.preset, names, args.baseline, args.pruned)
     try:
-        view = long_input_view(engine, examples, names, lambda share, what: print(f"{share:.0%} {what}"), pool)
+        report = lambda share, what: print(f"{share:.0%} {what}", flush=True)  # noqa: E731
+        view = long_input_view(engine, examples, names, report, pool, rules)
     finally:
         engine.close()
     data = {"file": Path(args.data).name, "titles": args.titles, "draw": args.draw, "seed": 0}
+    data["focus_weights"] = args.focus_weights
     record = {"kind": "window-rule-probe", "method": __doc__, "data": data, "long_inputs": view}
     record = save_probe_record(record, started, args.out)
     for name, entry in view["variants"].items():
         for rule in view["rules"]:
             para, art = entry["paragraph"][rule], entry["article"][rule]
             gap = para["has_ans_f1"] - art["has_ans_f1"]
-            print(f"{name:24s} {rule:9s} HasAns F1 paragraph {para['has_ans_f1']:6.2f} "
+            print(f"{name:24s} {rule:12s} HasAns F1 paragraph {para['has_ans_f1']:6.2f} "
                   f"article {art['has_ans_f1']:6.2f} gap {gap:6.2f}  F1 article {art['f1']:6.2f}")  # fmt: skip
     return record
 

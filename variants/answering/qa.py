@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from variants.answering.overlap import log_prior, window_overlap
 from variants.core.text_check import looks_like_text
 
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
@@ -41,7 +42,11 @@ CALIBRATED = "calibrated"
 #   that window's null probability), decided against that same window's null: a window that puts its weight
 #   on [CLS] (what training with whole-article windows teaches for windows without the answer) cannot win
 #   with a span it rates below "no answer", however its probabilities compare with other windows'.
-WINDOW_RULES = ("pipeline", "max", "window", "logits", "odds")
+# "focus": "odds", with each window's odds weighed by how much of the question it holds (ln P(window), a
+#   softmax of DecodeSettings.focus x its BM25 against the question over the context's windows:
+#   variants.answering.overlap), decided against the chosen window's own null: a window that shares none of
+#   the question's rarer words needs far better odds to win than the one that reads like the question.
+WINDOW_RULES = ("pipeline", "max", "window", "logits", "odds", "focus")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
 # or "calibrated": each model's own threshold from its config.json (0 for a model without one).
 NullThreshold = float | Literal["calibrated"]
@@ -99,6 +104,9 @@ class DecodeSettings:
     # first), then reported on the bench's sample (docs/results.md, "Long passages"); on one window every rule
     # agrees; "pipeline" stays available by name.
     windows: str = "odds"
+    # The "focus" rule's weight on each window's BM25 (ln P(window) = focus x BM25 - logsumexp over windows):
+    # 0 is "odds"; large keeps only the window most like the question.
+    focus: float = 0.5
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -157,6 +165,7 @@ class Windows:
     encoding: object  # transformers.BatchEncoding with offsets and overflow mapping
     owner: np.ndarray  # window -> pair index
     context_mask: np.ndarray  # [windows, width] True on context tokens
+    question_mask: np.ndarray  # [windows, width] True on question tokens
     cls_index: np.ndarray  # [windows]
 
     def inputs(self, names: tuple[str, ...], rows: np.ndarray | slice = slice(None)) -> dict[str, np.ndarray]:
@@ -227,14 +236,17 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
     n = len(enc["input_ids"])
     width = len(enc["input_ids"][0])
     context_mask = np.zeros((n, width), dtype=bool)
+    question_mask = np.zeros((n, width), dtype=bool)
     for i in range(n):
         seq = enc.sequence_ids(i)
         context_mask[i] = [s == 1 for s in seq]
+        question_mask[i] = [s == 0 for s in seq]
     ids = np.asarray(enc["input_ids"])
     cls_id = tokenizer.cls_token_id
     cls_index = np.argmax(ids == cls_id, axis=1) if cls_id is not None else np.zeros(n, dtype=int)
     owner = np.asarray(enc["overflow_to_sample_mapping"])
-    return Windows(encoding=enc, owner=owner, context_mask=context_mask, cls_index=cls_index)
+    return Windows(encoding=enc, owner=owner, context_mask=context_mask, question_mask=question_mask,
+                   cls_index=cls_index)  # fmt: skip
 
 
 def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -324,10 +336,11 @@ class _Candidate:
         its softmax normalizers, in logs."""
         return max((math.log(max(p, 1e-45)) + float(log_norm[r]), r) for r, p in self.by_row.items())
 
-    def odds_row(self, row_null: np.ndarray) -> tuple[float, int]:
+    def odds_row(self, row_null: np.ndarray, prior: np.ndarray | None = None) -> tuple[float, int]:
         """Its highest log-odds against "no answer" within one window, ln(its probability / the window's null
-        probability), and that window."""
-        return max((-null_margin(float(row_null[r]), p), r) for r, p in self.by_row.items())
+        probability), plus that window's ``prior`` (ln P(window)) where given, and that window."""
+        return max((-null_margin(float(row_null[r]), p) + (0.0 if prior is None else float(prior[r])), r)
+                   for r, p in self.by_row.items())  # fmt: skip
 
 
 def decode(
@@ -367,10 +380,16 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
+    prior = None
+    if settings.windows == "focus":
+        ids = np.asarray(windows.encoding["input_ids"])
+        overlap = window_overlap(ids, windows.question_mask, windows.context_mask, windows.owner)
+        prior = log_prior(overlap, windows.owner, settings.focus)
     rank = {
         "pipeline": lambda c: c.total,
         "logits": lambda c: c.logit_row(log_norm)[0],
         "odds": lambda c: c.odds_row(row_null)[0],
+        "focus": lambda c: c.odds_row(row_null, prior)[0],
     }.get(settings.windows, lambda c: c.best)
     for pair, context in enumerate(contexts):
         best = max(texts[pair].values(), key=rank, default=None)
@@ -381,8 +400,8 @@ def decode(
             shown = best.by_row[row]
             span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, lowest_null[pair],
                           logit_margin=lowest_null_logit[pair] - logit)  # fmt: skip
-        elif settings.windows == "odds":
-            row = best.odds_row(row_null)[1]
+        elif settings.windows in ("odds", "focus"):
+            row = best.odds_row(row_null, prior)[1]
             shown = best.by_row[row]
             span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, float(row_null[row]))
         else:

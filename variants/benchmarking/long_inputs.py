@@ -44,13 +44,21 @@ def whole_articles(examples: list[QAExample], pool: list[QAExample] | None = Non
     return made
 
 
-def answers_by_rule(model: Any, tokenizer: Any, ex: QAExample, settings: DecodeSettings) -> dict[str, Answer]:
-    """One question's answer under each window rule, from one run of the model over its windows."""
+# Every window rule at the settings' own parameters; a probe may add others by label (e.g. "focus 2": the
+# "focus" rule at weight 2), each a set of DecodeSettings fields.
+RULES: dict[str, dict[str, Any]] = {rule: {"windows": rule} for rule in WINDOW_RULES}
+
+
+def answers_by_rule(
+    model: Any, tokenizer: Any, ex: QAExample, settings: DecodeSettings, rules: dict[str, dict[str, Any]] = RULES
+) -> dict[str, Answer]:
+    """One question's answer under each of ``rules`` (label -> DecodeSettings fields), from one run of the
+    model over its windows."""
     windows = tokenize(tokenizer, [(ex.question, ex.context)], settings)
     starts, ends = run_windows(model, windows, settings.batch_size)
     return {
-        rule: decode(windows, starts, ends, [ex.context], replace(settings, windows=rule, null_threshold=0.0))[0]
-        for rule in WINDOW_RULES
+        label: decode(windows, starts, ends, [ex.context], replace(settings, **fields, null_threshold=0.0))[0]
+        for label, fields in rules.items()
     }
 
 
@@ -75,9 +83,11 @@ def long_input_view(
     names: list[str] | None = None,
     progress: Progress | None = None,
     pool: list[QAExample] | None = None,
+    rules: dict[str, dict[str, Any]] = RULES,
 ) -> dict[str, Any]:
     """The view for the engine's variants ``names`` (default: the headline ones that are not latency-only);
-    articles are made of ``pool``'s paragraphs where given (:func:`whole_articles`)."""
+    articles are made of ``pool``'s paragraphs where given (:func:`whole_articles`); ``rules`` as
+    :func:`answers_by_rule` takes them."""
     articles = whole_articles(examples, pool)
     chosen = [
         v
@@ -85,7 +95,8 @@ def long_input_view(
         if v.ok and not v.spec.latency_only and (v.spec.name in names if names else v.spec.headline)
     ]
     view: dict[str, Any] = {
-        "rules": list(WINDOW_RULES),
+        "rules": list(rules),
+        "rule_settings": rules,
         "threshold": 0.0,
         "separator": SEPARATOR,
         "n_questions": len(examples),
@@ -101,9 +112,9 @@ def long_input_view(
         entry: dict[str, Any] = {}
         windows = 0
         for kind, asked in (("paragraph", examples), ("article", articles)):
-            by_rule: dict[str, dict[str, Answer]] = {rule: {} for rule in WINDOW_RULES}
+            by_rule: dict[str, dict[str, Answer]] = {rule: {} for rule in rules}
             for ex in asked:
-                for rule, ans in answers_by_rule(loaded.model, loaded.tokenizer, ex, settings).items():
+                for rule, ans in answers_by_rule(loaded.model, loaded.tokenizer, ex, settings, rules).items():
                     by_rule[rule][ex.id] = ans
                 done += 1
                 if progress and done % 25 == 0:
@@ -111,6 +122,7 @@ def long_input_view(
             entry[kind] = {rule: scores(asked, answers) for rule, answers in by_rule.items()}
             if kind == "article":
                 windows = len(tokenize(loaded.tokenizer, [(asked[0].question, asked[0].context)], settings).owner)
+        entry["focus_weight"] = settings.focus  # the "focus" rule's, where a label does not set its own
         entry["seconds"] = round(time.perf_counter() - started, 1)
         entry["windows_first_article"] = windows
         view["variants"][loaded.spec.name] = entry
