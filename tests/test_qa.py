@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
+from variants.answering.overlap import log_prior, window_overlap
 from variants.answering.qa import (
     WINDOW_RULES,
     DecodeSettings,
@@ -259,6 +260,54 @@ def test_the_odds_rule_takes_the_window_most_sure_of_its_span_against_no_answer(
     odds = shown["odds"]
     assert odds.text == "madrid" and 0.0 < odds.score <= 1.0 and odds.null_score < 1e-3
     assert odds.null_margin == pytest.approx(math.log(odds.null_score / odds.span_score))
+
+
+def test_the_focus_rule_takes_the_window_that_reads_like_the_question(tokenizer):
+    """Two windows, each sure of its span against its own null: "odds" takes the surer one ("rome", in a
+    window that shares no word of the question but "the"), "focus" the one that holds the question's words
+    ("madrid", beside "river flows through"), decided against that window's own null; at weight 0 it is
+    "odds" again."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    context = "the capital is rome . " + "the city was founded in the year one . " * 8
+    context += "the river flows through madrid ."
+    question = "which river flows through the city ?"
+
+    class SureEverywhere:  # "rome" a little surer than "madrid"; [CLS] low in every window
+        input_names = WindowedModel.input_names
+
+        def run(self, inputs):
+            ids = inputs["input_ids"]
+            logits = np.where(ids == decoy, 8.0, np.where(ids == gold, 6.0, 0.0))
+            logits[:, 0] = -2.0
+            return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+    def asked(**fields):
+        return answer(SureEverywhere(), tokenizer, question, context, DecodeSettings(48, 16, **fields))
+
+    assert asked(windows="odds").text == "rome"
+    focus = asked(windows="focus", focus=1.0)
+    assert focus.text == "madrid" and 0.0 < focus.score <= 1.0 and focus.null_score < 1e-3
+    assert focus.null_margin == pytest.approx(math.log(focus.null_score / focus.span_score))
+    assert asked(windows="focus", focus=0.0).text == "rome"
+
+
+def test_window_overlap_favours_the_window_with_the_questions_rarer_words(tokenizer):
+    """BM25 over the windows' token ids: the window with "river flows" scores highest, a question word in
+    every window ("the") adds little, and the prior over one pair's windows is a distribution that is flat
+    at weight 0 and 0 for a pair of one window."""
+    context = "the capital is rome . " + "the city was founded in the year one . " * 8 + "the river flows here ."
+    pairs = [("which river flows ?", context), ("which river flows ?", "the river flows here .")]
+    windows = tokenize(tokenizer, pairs, DecodeSettings(48, 16))
+    ids = np.asarray(windows.encoding["input_ids"])
+    scores = window_overlap(ids, windows.question_mask, windows.context_mask, windows.owner)
+    first = np.flatnonzero(windows.owner == 0)
+    assert len(first) >= 3 and int(np.argmax(scores[first])) == len(first) - 1
+    assert scores[first][:-1].max() < 0.5 * scores[first][-1]
+    for weight in (0.0, 1.0):
+        prior = log_prior(scores, windows.owner, weight)
+        assert np.exp(prior[first]).sum() == pytest.approx(1.0)
+        assert prior[windows.owner == 1] == pytest.approx(0.0)
+    assert log_prior(scores, windows.owner, 0.0)[first] == pytest.approx(-math.log(len(first)))
 
 
 def test_an_unknown_window_rule_is_refused(tokenizer):
