@@ -21,12 +21,15 @@ def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pruned", help="the preset's pruned model instead (a Hub id or folder)")
 
 
-def probe_engine(preset: str, names: list[str], baseline: str | None = None, pruned: str | None = None) -> Any:
+def probe_engine(
+    preset: str, names: list[str], baseline: str | None = None, pruned: str | None = None, settings: Any = None
+) -> Any:
     """The CPU engine a probe script measures: only the variants ``names`` of ``preset`` (its baseline or pruned
-    model replaced where given), no fallback. Exits naming each variant that did not load."""
+    model replaced where given), no fallback, decoding with ``settings`` (a ``DecodeSettings``; None: the
+    defaults). Exits naming each variant that did not load."""
 
     overrides = {k: v for k, v in (("baseline", baseline), ("pruned", pruned)) if v}
-    engine = load_engine(preset, "cpu", overrides, names=names, fallback=False)
+    engine = load_engine(preset, "cpu", overrides, names=names, fallback=False, settings=settings)
     failed = [f"{name}: {engine.variants[name].error}" for name in names if not engine.variants[name].ok]
     if failed:
         engine.close()

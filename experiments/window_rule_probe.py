@@ -34,9 +34,11 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from experiments.common import add_probe_arguments, probe_engine, save_probe_record
+from variants.answering.qa import DecodeSettings
 from variants.benchmarking.long_inputs import RULES, long_input_view
 from variants.core.squad import load_squad
 
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data", default=str(SAMPLE), help="a SQuAD v2 file instead of the bench's sample")
     parser.add_argument("--titles", help="only these articles of --data (comma-separated titles)")
     parser.add_argument("--draw", type=int, default=0, help="N questions drawn at random (seed 0) instead of all")
+    parser.add_argument("--max-length", type=int, default=0, help="tokens per window (0: the default, 384)")
     parser.add_argument("--focus-weights", default="", help="the focus rule at these weights too (comma-separated)")
     parser.add_argument("--out", help="where to write the record (default: print only)")
     args = parser.parse_args(argv)
@@ -70,7 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     rules = dict(RULES)
     for weight in filter(None, args.focus_weights.split(",")):
         rules[f"focus {weight}"] = {"windows": "focus", "focus": float(weight)}
-    engine = probe_engine(args.preset, names, args.baseline, args.pruned)
+    settings = replace(DecodeSettings(), max_length=args.max_length) if args.max_length else None
+    engine = probe_engine(args.preset, names, args.baseline, args.pruned, settings)
     try:
         report = lambda share, what: print(f"{share:.0%} {what}", flush=True)  # noqa: E731
         view = long_input_view(engine, examples, names, report, pool, rules)
@@ -78,6 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         engine.close()
     data = {"file": Path(args.data).name, "titles": args.titles, "draw": args.draw, "seed": 0}
     data["focus_weights"] = args.focus_weights
+    data["max_length"] = (settings or DecodeSettings()).max_length
     record = {"kind": "window-rule-probe", "method": __doc__, "data": data, "long_inputs": view}
     record = save_probe_record(record, started, args.out)
     for name, entry in view["variants"].items():
