@@ -35,7 +35,7 @@ def window_overlap(
             continue
         docs = [input_ids[r][context_mask[r]] for r in rows]
         lengths = np.array([len(d) for d in docs], dtype=float)
-        tf = np.array([[np.count_nonzero(d == t) for t in query] for d in docs], dtype=float)  # [windows, terms]
+        tf = np.array([(d[:, None] == query).sum(axis=0) for d in docs], dtype=float)  # [windows, terms]
         n = np.count_nonzero(tf, axis=0)
         idf = np.log1p((len(rows) - n + 0.5) / (n + 0.5))
         norm = K1 * (1 - B + B * lengths / max(lengths.mean(), 1.0))

@@ -381,8 +381,8 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
     answers = []
     threshold = float(settings.null_threshold)
-    prior = None
-    if settings.windows == "focus":
+    prior = None  # ln P(window) under "focus"; None also where every pair has one window (it would be all 0)
+    if settings.windows == "focus" and len(np.unique(windows.owner)) < len(windows.owner):
         ids = np.asarray(windows.encoding["input_ids"])
         overlap = window_overlap(ids, windows.question_mask, windows.context_mask, windows.owner)
         prior = log_prior(overlap, windows.owner, settings.focus)
