@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from experiments.common import add_probe_arguments, probe_engine, save_probe_record
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     rules = dict(RULES)
     for weight in filter(None, args.focus_weights.split(",")):
         rules[f"focus {weight}"] = {"windows": "focus", "focus": float(weight)}
-    settings = replace(DecodeSettings(), max_length=args.max_length) if args.max_length else None
+    settings = DecodeSettings(max_length=args.max_length) if args.max_length else DecodeSettings()
     engine = probe_engine(args.preset, names, args.baseline, args.pruned, settings)
     try:
         report = lambda share, what: print(f"{share:.0%} {what}", flush=True)  # noqa: E731
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
         engine.close()
     data = {"file": Path(args.data).name, "titles": args.titles, "draw": args.draw, "seed": 0}
     data["focus_weights"] = args.focus_weights
-    data["max_length"] = (settings or DecodeSettings()).max_length
+    data["max_length"] = settings.max_length
     record = {"kind": "window-rule-probe", "method": __doc__, "data": data, "long_inputs": view}
     record = save_probe_record(record, started, args.out)
     for name, entry in view["variants"].items():
