@@ -347,3 +347,33 @@ def test_the_logits_rule_ranks_spans_by_raw_logits_across_windows(tokenizer):
     assert by_max.text == "rome" and by_logits.text == "madrid"
     assert 0.0 < by_logits.score <= 1.0 and by_logits.score == by_logits.span_score
     assert math.isclose(by_logits.null_margin, -1.0 * 2 - 8.0 * 2, abs_tol=1e-3)
+
+
+def test_the_near_rule_takes_the_span_beside_the_questions_words(tokenizer):
+    """Two spans in the same window (so the same window weight): "focus" takes the surer one ("rome", beside
+    "the capital is"), "near" the one whose surroundings are the question's rarer words ("madrid", after
+    "river flows through"), decided against that window's own null; at weight 0 it is "focus" again, and on
+    a context of one window every rule agrees."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    tail = "the capital is rome . the people built it . the river flows through madrid ."
+    context = "the city was founded in the year one . " * 8 + tail
+    question = "which river flows through the city ?"
+
+    class SureOfBoth:  # "rome" a little surer than "madrid"; [CLS] low in every window
+        input_names = WindowedModel.input_names
+
+        def run(self, inputs):
+            ids = inputs["input_ids"]
+            logits = np.where(ids == decoy, 8.0, np.where(ids == gold, 6.0, 0.0))
+            logits[:, 0] = -2.0
+            return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+    def asked(text=context, **fields):
+        return answer(SureOfBoth(), tokenizer, question, text, DecodeSettings(48, 16, **fields))
+
+    assert asked(windows="focus").text == "rome"
+    near = asked(windows="near", near=1.0, near_radius=4)
+    assert near.text == "madrid" and 0.0 < near.score <= 1.0 and near.null_score < 1e-3
+    assert near.null_margin == pytest.approx(math.log(near.null_score / near.span_score))
+    assert asked(windows="near", near=0.0, near_radius=4).text == "rome"
+    assert asked(tail, windows="near", near=1.0, near_radius=4).text == "rome"  # one window: as every rule

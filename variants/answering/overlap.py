@@ -21,6 +21,17 @@ K1 = 1.2
 B = 0.75
 
 
+def query_terms(
+    input_ids: np.ndarray, question_mask: np.ndarray, context_mask: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the windows ``rows`` of one pair: the question's distinct token ids, their IDF over those windows,
+    and each window's count of each of them ([windows, terms])."""
+    query = np.unique(input_ids[rows[0]][question_mask[rows[0]]])
+    tf = np.array([(input_ids[r][context_mask[r]][:, None] == query).sum(axis=0) for r in rows], dtype=float)
+    n = np.count_nonzero(tf, axis=0)
+    return query, np.log1p((len(rows) - n + 0.5) / (n + 0.5)), tf.reshape(len(rows), len(query))
+
+
 def window_overlap(
     input_ids: np.ndarray, question_mask: np.ndarray, context_mask: np.ndarray, owner: np.ndarray
 ) -> np.ndarray:
@@ -30,17 +41,26 @@ def window_overlap(
     scores = np.zeros(len(owner))
     for pair in np.unique(owner):
         rows = np.flatnonzero(owner == pair)
-        query = np.unique(input_ids[rows[0]][question_mask[rows[0]]])
+        query, idf, tf = query_terms(input_ids, question_mask, context_mask, rows)
         if not len(query):
             continue
-        docs = [input_ids[r][context_mask[r]] for r in rows]
-        lengths = np.array([len(d) for d in docs], dtype=float)
-        tf = np.array([(d[:, None] == query).sum(axis=0) for d in docs], dtype=float)  # [windows, terms]
-        n = np.count_nonzero(tf, axis=0)
-        idf = np.log1p((len(rows) - n + 0.5) / (n + 0.5))
+        lengths = context_mask[rows].sum(axis=1).astype(float)
         norm = K1 * (1 - B + B * lengths / max(lengths.mean(), 1.0))
         scores[rows] = (idf * tf * (K1 + 1) / (tf + norm[:, None])).sum(axis=1)
     return scores
+
+
+def span_overlap(
+    ids: np.ndarray, context: np.ndarray, start: int, end: int, radius: int, query: np.ndarray, idf: np.ndarray
+) -> float:
+    """BM25 (without length normalization: every neighbourhood is as long) of the context tokens within
+    ``radius`` tokens before ``start`` and after ``end`` in one window (``ids``, ``context``: its token ids
+    and context mask), against the question's terms ``query`` weighed by ``idf``. The span's own tokens
+    are left out: an answer seldom repeats the question's words, its surroundings usually do."""
+    around = np.r_[max(0, start - radius) : start, end + 1 : min(len(ids), end + 1 + radius)]
+    near = ids[around[context[around]]]
+    tf = (near[:, None] == query).sum(axis=0).astype(float)
+    return float((idf * tf * (K1 + 1) / (tf + K1)).sum())
 
 
 def log_prior(scores: np.ndarray, owner: np.ndarray, weight: float) -> np.ndarray:

@@ -17,12 +17,12 @@ The null threshold is on the log-odds of "no answer" against the best span,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import numpy as np
 
-from variants.answering.overlap import log_prior, window_overlap
+from variants.answering.overlap import log_prior, query_terms, span_overlap, window_overlap
 from variants.core.text_check import looks_like_text
 
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
@@ -46,7 +46,10 @@ CALIBRATED = "calibrated"
 #   softmax of DecodeSettings.focus x its BM25 against the question over the context's windows:
 #   variants.answering.overlap), decided against the chosen window's own null: a window that shares none of
 #   the question's rarer words needs far better odds to win than the one that reads like the question.
-WINDOW_RULES = ("pipeline", "max", "window", "logits", "odds", "focus")
+# "near": "focus", plus DecodeSettings.near x the BM25 of the span's own surroundings (DecodeSettings.near_radius
+#   tokens either side, the span left out) against the question: within a window, the span whose neighbours
+#   are the question's words ranks higher. Decided against the chosen window's own null, as "focus".
+WINDOW_RULES = ("pipeline", "max", "window", "logits", "odds", "focus", "near")
 # When to say "no answer": a log-odds threshold (0 is transformers' pipeline rule, the default everywhere),
 # or "calibrated": each model's own threshold from its config.json (0 for a model without one).
 NullThreshold = float | Literal["calibrated"]
@@ -108,6 +111,9 @@ class DecodeSettings:
     # The "focus" rule's weight on each window's BM25 (ln P(window) = focus x BM25 - logsumexp over windows):
     # 0 is "odds"; large keeps only the window most like the question. Chosen from 0.1 to 4 as above.
     focus: float = 0.25
+    # The "near" rule's weight on the BM25 of a span's surroundings, and how many tokens either side count.
+    near: float = 0.5
+    near_radius: int = 32
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -316,6 +322,7 @@ class _Candidate:
     start: int
     end: int
     by_row: dict[int, float]  # window -> the text's probability in it
+    near: dict[int, float] = field(default_factory=dict)  # window -> its surroundings' weighed BM25 ("near")
 
     @property
     def total(self) -> float:
@@ -339,9 +346,10 @@ class _Candidate:
 
     def odds_row(self, row_null: np.ndarray, prior: np.ndarray | None = None) -> tuple[float, int]:
         """Its highest log-odds against "no answer" within one window, ln(its probability / the window's null
-        probability), plus that window's ``prior`` (ln P(window)) where given, and that window."""
-        return max((-null_margin(float(row_null[r]), p) + (0.0 if prior is None else float(prior[r])), r)
-                   for r, p in self.by_row.items())  # fmt: skip
+        probability), plus that window's ``prior`` (ln P(window)) where given and its ``near`` term, and
+        that window."""
+        return max((-null_margin(float(row_null[r]), p) + (0.0 if prior is None else float(prior[r]))
+                    + self.near.get(r, 0.0), r) for r, p in self.by_row.items())  # fmt: skip
 
 
 def decode(
@@ -361,6 +369,14 @@ def decode(
     log_norm = np.zeros(len(windows.owner))  # per window: ln of its start and end softmax normalizers
     lowest_null = [1.0] * len(contexts)
     lowest_null_logit = [math.inf] * len(contexts)
+    several = len(np.unique(windows.owner)) < len(windows.owner)  # some pair has more than one window
+    ids = np.asarray(windows.encoding["input_ids"])
+    terms = {}  # pair -> its question's token ids and their IDF over its windows ("near", several windows)
+    if settings.windows == "near" and several:
+        for pair in np.unique(windows.owner):
+            rows = np.flatnonzero(windows.owner == pair)
+            if len(rows) > 1:
+                terms[pair] = query_terms(ids, windows.question_mask, windows.context_mask, rows)[:2]
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -379,11 +395,14 @@ def decode(
             text = contexts[pair][c0:c1]
             seen = texts[pair].setdefault(text, _Candidate(c0, c1, {}))
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
+            if pair in terms and row not in seen.near:
+                query, idf = terms[pair]
+                around = span_overlap(ids[row], ctx, s, e, settings.near_radius, query, idf)
+                seen.near[row] = settings.near * around
     answers = []
     threshold = float(settings.null_threshold)
     prior = None  # ln P(window) under "focus"; None also where every pair has one window (it would be all 0)
-    if settings.windows == "focus" and len(np.unique(windows.owner)) < len(windows.owner):
-        ids = np.asarray(windows.encoding["input_ids"])
+    if settings.windows in ("focus", "near") and several:
         overlap = window_overlap(ids, windows.question_mask, windows.context_mask, windows.owner)
         prior = log_prior(overlap, windows.owner, settings.focus)
     rank = {
@@ -391,6 +410,7 @@ def decode(
         "logits": lambda c: c.logit_row(log_norm)[0],
         "odds": lambda c: c.odds_row(row_null)[0],
         "focus": lambda c: c.odds_row(row_null, prior)[0],
+        "near": lambda c: c.odds_row(row_null, prior)[0],
     }.get(settings.windows, lambda c: c.best)
     for pair, context in enumerate(contexts):
         best = max(texts[pair].values(), key=rank, default=None)
@@ -401,7 +421,7 @@ def decode(
             shown = best.by_row[row]
             span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, lowest_null[pair],
                           logit_margin=lowest_null_logit[pair] - logit)  # fmt: skip
-        elif settings.windows in ("odds", "focus"):
+        elif settings.windows in ("odds", "focus", "near"):
             row = best.odds_row(row_null, prior)[1]
             shown = best.by_row[row]
             span = Answer(context[best.start : best.end], best.start, best.end, shown, shown, float(row_null[row]))

@@ -15,6 +15,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from variants.answering.qa import WINDOW_RULES, Answer, DecodeSettings, decode, run_windows, tokenize
 from variants.answering.timing import Progress
 from variants.core.squad import QAExample, answered_share, squad_v2_scores
@@ -49,13 +51,30 @@ def whole_articles(examples: list[QAExample], pool: list[QAExample] | None = Non
 RULES: dict[str, dict[str, Any]] = {rule: {"windows": rule} for rule in WINDOW_RULES}
 
 
+# Start/end logits of a question's windows, by (question, context): a probe that decodes the same logits under
+# new rules keeps them between runs (experiments/window_rule_probe.py --logits-cache) instead of running the
+# model again; the windows themselves are made again from the same tokenizer and settings.
+LogitsCache = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+
+
 def answers_by_rule(
-    model: Any, tokenizer: Any, ex: QAExample, settings: DecodeSettings, rules: dict[str, dict[str, Any]] = RULES
+    model: Any,
+    tokenizer: Any,
+    ex: QAExample,
+    settings: DecodeSettings,
+    rules: dict[str, dict[str, Any]] = RULES,
+    cache: LogitsCache | None = None,
 ) -> dict[str, Answer]:
     """One question's answer under each of ``rules`` (label -> DecodeSettings fields), from one run of the
-    model over its windows."""
+    model over its windows (none where ``cache`` holds their logits; a new run's are added to it)."""
     windows = tokenize(tokenizer, [(ex.question, ex.context)], settings)
-    starts, ends = run_windows(model, windows, settings.batch_size)
+    key = (ex.question, ex.context)
+    if cache is not None and key in cache:
+        starts, ends = cache[key]
+    else:
+        starts, ends = run_windows(model, windows, settings.batch_size)
+        if cache is not None:
+            cache[key] = (starts, ends)
     return {
         label: decode(windows, starts, ends, [ex.context], replace(settings, **fields, null_threshold=0.0))[0]
         for label, fields in rules.items()
@@ -84,10 +103,11 @@ def long_input_view(
     progress: Progress | None = None,
     pool: list[QAExample] | None = None,
     rules: dict[str, dict[str, Any]] = RULES,
+    caches: dict[str, LogitsCache] | None = None,
 ) -> dict[str, Any]:
     """The view for the engine's variants ``names`` (default: the headline ones that are not latency-only);
     articles are made of ``pool``'s paragraphs where given (:func:`whole_articles`); ``rules`` as
-    :func:`answers_by_rule` takes them."""
+    :func:`answers_by_rule` takes them; ``caches``: a logits cache per variant name, filled as it goes."""
     articles = whole_articles(examples, pool)
     chosen = [
         v
@@ -108,13 +128,14 @@ def long_input_view(
     steps, done = 2 * len(chosen) * len(examples), 0
     for loaded in chosen:
         settings = engine.settings_for(loaded)
+        cache = None if caches is None else caches.setdefault(loaded.spec.name, {})
         started = time.perf_counter()
         entry: dict[str, Any] = {}
         windows = 0
         for kind, asked in (("paragraph", examples), ("article", articles)):
             by_rule: dict[str, dict[str, Answer]] = {rule: {} for rule in rules}
             for ex in asked:
-                for rule, ans in answers_by_rule(loaded.model, loaded.tokenizer, ex, settings, rules).items():
+                for rule, ans in answers_by_rule(loaded.model, loaded.tokenizer, ex, settings, rules, cache).items():
                     by_rule[rule][ex.id] = ans
                 done += 1
                 if progress and done % 25 == 0:
