@@ -74,6 +74,30 @@ def test_an_interrupted_finetune_resumes_to_the_same_model(tiny_qa_dir, tmp_path
     assert_same_run(tmp_path / "whole", tmp_path / "parted")
 
 
+def test_an_interrupted_one_shot_prune_resumes_to_the_same_model_without_the_teachers_logits_again(
+    tiny_qa_dir, tmp_path, one_thread, monkeypatch
+):
+    data = str(write_squad(tmp_path / "d.json", n=16))
+    fields = dict(teacher=str(tiny_qa_dir), epochs=2.0, calib_examples=8, min_neurons=8, **SMALL)
+    whole = train_settings.TrainConfig("prune", "", data, str(tmp_path / "whole"), **fields)
+    oneshot.prune_and_distill(whole)
+
+    run = tmp_path / "run"
+    parted = replace(whole, out=str(tmp_path / "parted"))
+    with pytest.raises(Interrupted, match="step 5 of 8"):
+        oneshot.prune_and_distill(parted, Checkpointer(run, every_s=1e9, stop_after_steps=5, config=vars(parted)))
+    assert (run / "teacher_logits.pt").is_file()
+
+    def not_again(*_args, **_kwargs):
+        raise AssertionError("the teacher's logits were computed again on resume")
+
+    monkeypatch.setattr(oneshot, "teacher_logits", not_again)
+    oneshot.prune_and_distill(parted, Checkpointer(run, resume=True, config=vars(parted)))
+    assert_same_run(tmp_path / "whole", tmp_path / "parted")
+    with pytest.raises(AssertionError, match="computed again"):  # a fresh run makes its own
+        oneshot.prune_and_distill(replace(parted, out=str(tmp_path / "fresh")), Checkpointer(tmp_path / "run2"))
+
+
 def test_a_checkpoint_older_than_a_setting_resumes_when_the_setting_keeps_its_default(tmp_path):
     Checkpointer(tmp_path, config={"lr": 1e-4, "out": "a"}).save({"step": 3})  # saved before "teacher_inputs" existed
     defaults = {"lr": 1e-4, "teacher_inputs": 0.0}

@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +83,20 @@ class Checkpointer:
         torch.save(state, tmp)
         os.replace(tmp, self.path)
         self.last_save = time.monotonic()
+
+    def kept(self, name: str, make: Callable[[], Any], resumed: bool) -> Any:
+        """What ``make`` returns, saved in the run folder as ``<name>.pt``; a resumed run (``resumed``: its
+        checkpoint was loaded, so its settings match) loads it back instead of making it again. Written
+        before the run's first checkpoint, so a checkpoint never sits beside another run's file."""
+        path = Path(self.folder) / f"{name}.pt"
+        if resumed and path.is_file():
+            return torch.load(path, map_location="cpu", weights_only=False)
+        value = make()
+        Path(self.folder).mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save(value, tmp)
+        os.replace(tmp, path)
+        return value
 
     def after_step(self) -> tuple[bool, bool]:
         """Count a step; return (save now, then stop)."""

@@ -154,9 +154,11 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
         student.base_model.embeddings.requires_grad_(False)
     print(f"pruned to {pruning.count_parameters(student):,} parameters; heads removed {cut.heads}", flush=True)
 
-    teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
-    soft = teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
-    del teacher
+    def soft_targets() -> list:  # the teacher's logits: about 20 minutes for 48k features on 2 cores, kept
+        teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
+        return teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
+
+    soft = checkpoint.kept("teacher_logits", soft_targets, resumed is not None) if checkpoint else soft_targets()
     tag = {"cut": cut, "layers": layers}
     log = train_loop(student, features, cfg, teacher=soft, checkpoint=checkpoint, resumed=resumed, tag=tag)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
