@@ -257,7 +257,7 @@ MMAP_THRESHOLD = 16 << 20
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # free memory at each arena's top kept for the next run
 
 
-def limit_native_memory() -> bool:
+def limit_native_memory(mmap_threshold: int | None = None) -> bool:
     """Bound what glibc malloc keeps when the server answers from many threads, and keep what one run reuses.
 
     The app answers on a pool of worker threads; glibc gives each thread its own arena (up to 8 per
@@ -270,13 +270,16 @@ def limit_native_memory() -> bool:
     the median (``experiments/malloc_probe.py`` measures each setting in its own process; its records in
     ``experiments/records/``, the numbers in docs/results.md).
     ``MALLOC_ARENA_MAX`` and friends do the same from outside, but only before the process starts.
+    Training passes a lower ``mmap_threshold`` (:data:`variants.training.cli.TRAIN_MMAP_THRESHOLD`), the trim
+    threshold twice it; None: :data:`MMAP_THRESHOLD` and :data:`TRIM_THRESHOLD` as they are at the call.
     Returns False where there is no glibc (macOS, Windows, musl) or glibc refused a setting (logged).
     """
     libc = _glibc()
     if libc is None:
         return False
-    settings = {"M_ARENA_MAX": (_M_ARENA_MAX, ARENA_MAX), "M_MMAP_THRESHOLD": (_M_MMAP_THRESHOLD, MMAP_THRESHOLD)}
-    settings["M_TRIM_THRESHOLD"] = (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    mmap, trim = (MMAP_THRESHOLD, TRIM_THRESHOLD) if mmap_threshold is None else (mmap_threshold, 2 * mmap_threshold)
+    settings = {"M_ARENA_MAX": (_M_ARENA_MAX, ARENA_MAX), "M_MMAP_THRESHOLD": (_M_MMAP_THRESHOLD, mmap)}
+    settings["M_TRIM_THRESHOLD"] = (_M_TRIM_THRESHOLD, trim)
     refused = [name for name, (param, value) in settings.items() if libc.mallopt(param, value) != 1]
     if refused:
         log.warning("glibc refused mallopt %s", ", ".join(refused))

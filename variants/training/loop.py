@@ -3,6 +3,7 @@ schedule, interruptible steps with checkpoints, and saving a trained model with 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -58,10 +59,14 @@ def autocast(enabled: bool) -> torch.autocast:
 def teacher_logits(
     teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The teacher's start/end logits for every feature, computed once for all epochs."""
+    """The teacher's start/end logits for every feature, computed once for all epochs: views into one tensor
+    allocated up front. (Two small tensors per feature, allocated between each batch's large buffers, kept
+    glibc's heap from shrinking or reusing them: 0.4 MB a feature, 19 GB for 48k features.)"""
     teacher.eval()
     order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
-    result: list = [None] * len(features)
+    lengths = [len(f["input_ids"]) for f in features]
+    where = [0, *itertools.accumulate(lengths)]  # feature j's logits: [where[j], where[j + 1])
+    store = torch.empty(2, where[-1])
     for i in range(0, len(order), batch_size):
         idx = order[i : i + batch_size]
         batch = collate(features, idx)
@@ -69,9 +74,9 @@ def teacher_logits(
             out = teacher(**{k: v for k, v in batch.items() if "positions" not in k})
         start, end = masked_logits(out, batch)
         for row, j in enumerate(idx):
-            n = len(features[j]["input_ids"])
-            result[j] = (start[row, :n].clone(), end[row, :n].clone())
-    return result
+            store[0, where[j] : where[j + 1]] = start[row, : lengths[j]]
+            store[1, where[j] : where[j + 1]] = end[row, : lengths[j]]
+    return [(store[0, where[j] : where[j + 1]], store[1, where[j] : where[j + 1]]) for j in range(len(features))]
 
 
 def pad_teacher(logits: list, idx: list[int], width: int) -> tuple[torch.Tensor, torch.Tensor]:
