@@ -48,7 +48,7 @@ ENVIRONMENT: dict[str, str] = {
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
-    WINDOWS_ENV: "how a long context's windows are combined: focus, odds, logits, window, max or pipeline (--windows)",
+    WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
 }
 
 
