@@ -371,9 +371,10 @@ def decode(
     lowest_null = [1.0] * len(contexts)
     lowest_null_logit = [math.inf] * len(contexts)
     several = len(np.unique(windows.owner)) < len(windows.owner)  # some pair has more than one window
-    ids = np.asarray(windows.encoding["input_ids"])
+    weighed = settings.windows in ("focus", "near") and several  # windows (and spans) weighed by the question
+    ids = np.asarray(windows.encoding["input_ids"]) if weighed else None
     terms = {}  # pair -> its question's token ids and their IDF over its windows ("near", several windows)
-    if settings.windows == "near" and several:
+    if settings.windows == "near" and weighed:
         for pair in np.unique(windows.owner):
             rows = np.flatnonzero(windows.owner == pair)
             if len(rows) > 1:
@@ -403,7 +404,7 @@ def decode(
     answers = []
     threshold = float(settings.null_threshold)
     prior = None  # ln P(window) under "focus"; None also where every pair has one window (it would be all 0)
-    if settings.windows in ("focus", "near") and several:
+    if weighed:
         overlap = window_overlap(ids, windows.question_mask, windows.context_mask, windows.owner)
         prior = log_prior(overlap, windows.owner, settings.focus)
     rank = {
