@@ -43,11 +43,12 @@ TRAIN="$DATA/train.json,$DATA/train-extra.json"
 resume_flag() {  # --resume when the stage has a checkpoint to continue
   if [ -f "runs/checkpoints/$(basename "$1")/checkpoint.pt" ]; then echo --resume; fi
 }
-evaluated() {  # the stage's card has been written (its record holds a dev.json evaluation)
+evaluated() {  # the stage's card has been written (a dev.json evaluation under today's window rule)
   python - "$1" <<'EOF'
 import json, sys
-record = json.load(open(f"{sys.argv[1]}/train_config.json"))
-sys.exit(0 if record.get("evaluation", {}).get("data") == "dev.json" else 1)
+from variants.answering.qa import DecodeSettings
+evaluation = json.load(open(f"{sys.argv[1]}/train_config.json")).get("evaluation", {})
+sys.exit(0 if evaluation.get("data") == "dev.json" and evaluation.get("windows") == DecodeSettings().windows else 1)
 EOF
 }
 at_zero() {  # "F1 HasAns-F1" at threshold 0 from a card's evaluation
