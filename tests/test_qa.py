@@ -262,6 +262,21 @@ def test_the_odds_rule_takes_the_window_most_sure_of_its_span_against_no_answer(
     assert odds.null_margin == pytest.approx(math.log(odds.null_score / odds.span_score))
 
 
+class SureOfBoth:
+    """Rates one token ("rome") a little surer than another ("madrid") as an answer; [CLS] low in every window."""
+
+    input_names = WindowedModel.input_names
+
+    def __init__(self, decoy: int, gold: int) -> None:
+        self.decoy, self.gold = decoy, gold
+
+    def run(self, inputs):
+        ids = inputs["input_ids"]
+        logits = np.where(ids == self.decoy, 8.0, np.where(ids == self.gold, 6.0, 0.0))
+        logits[:, 0] = -2.0
+        return logits.astype(np.float32), logits.astype(np.float32).copy()
+
+
 def test_the_focus_rule_takes_the_window_that_reads_like_the_question(tokenizer):
     """Two windows, each sure of its span against its own null: "odds" takes the surer one ("rome", in a
     window that shares no word of the question but "the"), "focus" the one that holds the question's words
@@ -272,17 +287,8 @@ def test_the_focus_rule_takes_the_window_that_reads_like_the_question(tokenizer)
     context += "the river flows through madrid ."
     question = "which river flows through the city ?"
 
-    class SureEverywhere:  # "rome" a little surer than "madrid"; [CLS] low in every window
-        input_names = WindowedModel.input_names
-
-        def run(self, inputs):
-            ids = inputs["input_ids"]
-            logits = np.where(ids == decoy, 8.0, np.where(ids == gold, 6.0, 0.0))
-            logits[:, 0] = -2.0
-            return logits.astype(np.float32), logits.astype(np.float32).copy()
-
     def asked(**fields):
-        return answer(SureEverywhere(), tokenizer, question, context, DecodeSettings(48, 16, **fields))
+        return answer(SureOfBoth(decoy, gold), tokenizer, question, context, DecodeSettings(48, 16, **fields))
 
     assert asked(windows="odds").text == "rome"
     focus = asked(windows="focus", focus=1.0)
@@ -359,17 +365,8 @@ def test_the_near_rule_takes_the_span_beside_the_questions_words(tokenizer):
     context = "the city was founded in the year one . " * 8 + tail
     question = "which river flows through the city ?"
 
-    class SureOfBoth:  # "rome" a little surer than "madrid"; [CLS] low in every window
-        input_names = WindowedModel.input_names
-
-        def run(self, inputs):
-            ids = inputs["input_ids"]
-            logits = np.where(ids == decoy, 8.0, np.where(ids == gold, 6.0, 0.0))
-            logits[:, 0] = -2.0
-            return logits.astype(np.float32), logits.astype(np.float32).copy()
-
     def asked(text=context, **fields):
-        return answer(SureOfBoth(), tokenizer, question, text, DecodeSettings(48, 16, **fields))
+        return answer(SureOfBoth(decoy, gold), tokenizer, question, text, DecodeSettings(48, 16, **fields))
 
     assert asked(windows="focus").text == "rome"
     near = asked(windows="near", near=1.0, near_radius=4)
