@@ -270,7 +270,7 @@ def limit_native_memory(mmap_threshold: int | None = None) -> bool:
     the median (``experiments/malloc_probe.py`` measures each setting in its own process; its records in
     ``experiments/records/``, the numbers in docs/results.md).
     ``MALLOC_ARENA_MAX`` and friends do the same from outside, but only before the process starts.
-    Training passes a lower ``mmap_threshold`` (:data:`variants.training.cli.TRAIN_MMAP_THRESHOLD`), the trim
+    Training passes its own ``mmap_threshold`` (:func:`variants.training.loop.teacher_logits`), the trim
     threshold twice it; None: :data:`MMAP_THRESHOLD` and :data:`TRIM_THRESHOLD` as they are at the call.
     Returns False where there is no glibc (macOS, Windows, musl) or glibc refused a setting (logged).
     """

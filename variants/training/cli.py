@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from variants.answering.runtime import limit_native_memory
 from variants.building.storage import export_dense, ship
 from variants.training.cards import card
 from variants.training.checkpoint import FILE as CHECKPOINT_FILE
@@ -121,18 +120,8 @@ def run(args: argparse.Namespace) -> None:
     run_stage(cfg, folder, args, args.resume)
 
 
-# glibc's mmap threshold while training (variants.answering.runtime.limit_native_memory): buffers of 4 MiB or
-# more are mmapped and returned on free. Under glibc's moving threshold a distillation run's heap kept growing
-# through the teacher's pass over 48k features (11 GB after 14 minutes, 2026-11-27; 1,000 features of the
-# baseline at batch 64: +311 MB resident, +53 MB with this setting). The price: page faults on fresh buffers,
-# 14% of the CPU time in the kernel during the real run's teacher pass (2.3 GB resident throughout); a
-# higher threshold was not measured.
-TRAIN_MMAP_THRESHOLD = 4 << 20
-
-
 def run_stage(cfg: TrainConfig, folder: Path, args: argparse.Namespace, resume: bool) -> None:
     """Train one stage with checkpoints in ``folder`` (``resume`` continues it), then calibrate if it can."""
-    limit_native_memory(TRAIN_MMAP_THRESHOLD)  # process-wide, before the models allocate
     checkpoint = Checkpointer(folder, args.checkpoint_minutes * 60, args.stop_after_steps, resume, asdict(cfg),
                               defaults=asdict(TrainConfig("", "", "", "")))  # fmt: skip
     if resume and not checkpoint.path.is_file():

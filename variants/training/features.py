@@ -63,7 +63,8 @@ def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Rand
 # rather than one per length. With BF16 autocast on the CPU every new input shape keeps memory (the baseline
 # at batch 2: about 3 MB per new length, none when a length comes again), one part of what grew a
 # distillation run over 48k features sorted by length to 24 GB and the OOM killer (2026-11-27; the larger
-# part was glibc's heap: variants.training.cli.TRAIN_MMAP_THRESHOLD). Padding is masked: the logits are the same.
+# part was glibc's heap: variants.training.loop.TEACHER_PASS_MMAP_THRESHOLD). Padding is masked: the logits
+# are the same.
 PAD_MULTIPLE = 64
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from variants.answering.runtime import limit_native_memory
 from variants.building.storage import mark_float32
 from variants.core.hardware import current_hardware
 from variants.core.squad import data_files
@@ -55,6 +56,17 @@ def autocast(enabled: bool) -> torch.autocast:
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
 
 
+# glibc's mmap threshold during the teacher's pass over every feature, then for the training steps
+# (variants.answering.runtime.limit_native_memory). Under glibc's moving threshold the heap kept growing through
+# the pass, whose batches come in order of length (a distillation run over 48k features: 11 GB after 14
+# minutes and the OOM killer, 2026-11-27; 1,000 features of the baseline at batch 64: +311 MB resident, +54 MB
+# at 4 MiB). But 4 MiB in the steps mmapped their buffers afresh each step: 36% of the CPU time in page faults,
+# 3.6 s a step against 2.2. So the steps get 32 MiB, the most glibc's moving threshold reaches: their buffers
+# stay on the heap and are reused.
+TEACHER_PASS_MMAP_THRESHOLD = 4 << 20
+STEPS_MMAP_THRESHOLD = 32 << 20
+
+
 @torch.no_grad()
 def teacher_logits(
     teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool = False
@@ -62,7 +74,17 @@ def teacher_logits(
     """The teacher's start/end logits for every feature, computed once for all epochs: views into one tensor
     allocated up front, rather than two small tensors per feature allocated between each batch's large
     buffers (1,000 features at batch 64: +400 MB resident before, +311 MB after; glibc's fixed mmap threshold,
-    variants.training.cli.TRAIN_MMAP_THRESHOLD, took it to +54 MB)."""
+    :data:`TEACHER_PASS_MMAP_THRESHOLD`, took it to +54 MB)."""
+    limit_native_memory(TEACHER_PASS_MMAP_THRESHOLD)  # process-wide: the steps' threshold is set after the pass
+    try:
+        return _teacher_pass(teacher, features, batch_size, bf16)
+    finally:
+        limit_native_memory(STEPS_MMAP_THRESHOLD)
+
+
+def _teacher_pass(
+    teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     teacher.eval()
     order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
     lengths = [len(f["input_ids"]) for f in features]
@@ -143,6 +165,7 @@ def train_loop(
     :class:`Interrupted` when asked to; ``resumed`` (a loaded checkpoint) continues from there with
     the same data order and dropout draws as an uninterrupted run.
     """
+    limit_native_memory(STEPS_MMAP_THRESHOLD)  # process-wide (the teacher's pass may have lowered it)
     loss_fn = loss_fn or logits_loss(cfg, teacher)
     rng = random.Random(cfg.seed)
     lengths = [len(f["input_ids"]) for f in features]
