@@ -75,16 +75,7 @@ def teacher_logits(
     allocated up front, rather than two small tensors per feature allocated between each batch's large
     buffers (1,000 features at batch 64: +400 MB resident before, +311 MB after; glibc's fixed mmap threshold,
     :data:`TEACHER_PASS_MMAP_THRESHOLD`, took it to +54 MB)."""
-    limit_native_memory(TEACHER_PASS_MMAP_THRESHOLD)  # process-wide: the steps' threshold is set after the pass
-    try:
-        return _teacher_pass(teacher, features, batch_size, bf16)
-    finally:
-        limit_native_memory(STEPS_MMAP_THRESHOLD)
-
-
-def _teacher_pass(
-    teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    limit_native_memory(TEACHER_PASS_MMAP_THRESHOLD)  # process-wide, until train_loop sets the steps' threshold
     teacher.eval()
     order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
     lengths = [len(f["input_ids"]) for f in features]
@@ -165,7 +156,7 @@ def train_loop(
     :class:`Interrupted` when asked to; ``resumed`` (a loaded checkpoint) continues from there with
     the same data order and dropout draws as an uninterrupted run.
     """
-    limit_native_memory(STEPS_MMAP_THRESHOLD)  # process-wide (the teacher's pass may have lowered it)
+    limit_native_memory(STEPS_MMAP_THRESHOLD)  # process-wide (teacher_logits lowers it for its pass)
     loss_fn = loss_fn or logits_loss(cfg, teacher)
     rng = random.Random(cfg.seed)
     lengths = [len(f["input_ids"]) for f in features]
