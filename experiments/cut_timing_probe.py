@@ -12,9 +12,10 @@ questions in turns end to end at batch 1 (:func:`experiments.probe.graphs_in_tur
 decode), beside the shipped pruned model's INT8 graph, the reference. Their answers are meaningless (no
 training): the record keeps only latency, and each candidate's speed against the reference.
 
-What a candidate needs: the shipped INT8 graph is 4.48x the pipeline and 2.01x the optimum peer (bench
-record ``embedded-cpu-amd-epyc-20261126T193736Z``), so 6x and 2.5x ask for ``max(6 / 4.48, 2.5 / 2.01)``
-= 1.34x the reference's speed on this CPU, at the same tokenizing and decoding cost.
+What a candidate needs: the INT8 graph shipped until 2026-11-27 is 4.48x the pipeline and 2.01x the
+optimum peer (bench record ``experiments/records/previous-pair/embedded-cpu-amd-epyc-20261126T193736Z``), so
+6x and 2.5x ask for ``max(6 / 4.48, 2.5 / 2.01)`` = 1.34x the reference's speed on this CPU, at the same
+tokenizing and decoding cost.
 """
 
 from __future__ import annotations

