@@ -75,7 +75,7 @@ def data_notes(data: str) -> tuple[str, str]:
     known = [(name, DATA_FILES[name]) for name in names if name in DATA_FILES]
     sizes = "; ".join(f"`{name}` {size}" for name, (size, _) in known)
     origin = "; ".join(f"`{name}` holds {where}" for name, (_, where) in known)
-    return sizes, (origin[0].upper() + origin[1:] + ";" if origin else "The training files hold other articles;")
+    return sizes, (f"{origin};" if origin else "The training files hold other articles;")
 
 
 def _layer_targets(cfg: dict) -> str:
