@@ -30,11 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.common import save_probe_record
+from experiments.common import save_probe_record, this_cpu_bench
 from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS
-from variants.core.hardware import current_hardware
 from variants.core.squad import load_squad_json
-from variants.records.results import load_records, pick_record
 from variants.serving.engine import load_engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     engine.close()
 
     example = next(e for e in load_squad_json(SAMPLE) if e.id == args.question_id)
-    bench = pick_record(load_records(ROOT / "assets" / "results"), "cpu", current_hardware())
+    bench = this_cpu_bench()
     bench_speedups = {v.variant: v.speedup_vs_baseline for v in bench.variants} if bench else {}
     calls = []
     for _ in range(args.cli_calls):

@@ -11,6 +11,7 @@ from typing import Any
 
 from variants.core.hardware import current_hardware
 from variants.core.versions import record_versions
+from variants.records.results import load_records, pick_record
 from variants.serving.engine import load_engine
 
 
@@ -38,6 +39,7 @@ def probe_engine(
 
 
 RECORDS = Path(__file__).resolve().parent / "records"  # where the probes' records are kept
+BENCH_RECORDS = Path(__file__).resolve().parents[1] / "assets" / "results"  # the bench's records
 SCHEMA_VERSION = 1  # of the shared header below; a probe's own fields are described by its module
 
 
@@ -52,3 +54,8 @@ def save_probe_record(record: dict[str, Any], started: float, out: str | Path | 
     if out:
         Path(out).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def this_cpu_bench():
+    """The newest bench record of this CPU (``pick_record``'s preference), or None where there is none."""
+    return pick_record(load_records(BENCH_RECORDS), "cpu", current_hardware())

@@ -29,15 +29,13 @@ from pathlib import Path
 
 import torch
 
-from experiments.common import save_probe_record
+from experiments.common import save_probe_record, this_cpu_bench
 from experiments.probe import graphs_in_turns, speed_against
 from variants.answering.runtime import cpu_threads
 from variants.building.export import build_onnx_chain
 from variants.building.prune import Cut, apply_cut, count_parameters, keep_layers
 from variants.building.storage import load_qa_model
-from variants.core.hardware import current_hardware
 from variants.core.squad import load_squad
-from variants.records.results import load_records, pick_record
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "assets" / "models" / "minilm-squad2"
@@ -65,7 +63,7 @@ CANDIDATES: dict[str, tuple[list[int], int | None, int | None]] = {
 def needed_speed() -> dict:
     """The speed against the shipped INT8 graph that 6x the pipeline and 2.5x the optimum peer ask for on
     this CPU, from its newest bench record."""
-    bench = pick_record(load_records(ROOT / "assets" / "results"), "cpu", current_hardware())
+    bench = this_cpu_bench()
     int8 = next(v for v in bench.variants if v.variant == "pruned-onnx-opt-int8")
     over_optimum = int8.speedup_vs_peers["optimum-int8"][0]
     return {"needed": round(max(6 / int8.speedup_vs_peer, 2.5 / over_optimum), 3), "bench_record": bench.file,
