@@ -204,6 +204,7 @@ def test_int8_runs_and_stays_close(
     model = runtime.OrtQAModel(tmp_path)  # records say which build they timed
     assert model.describe()["build"] == {"int8": report}
     assert runtime.OrtQAModel(src).build == {}
+    assert model.pass_tokens == runtime.CPU_PASS_TOKENS == model.describe()["pass_tokens"]  # on the CPU
     assert runtime._onnx_parameters(Path(path))[1] == "int8" and runtime._onnx_parameters(Path(src))[1] == "fp32"
     if optimized:
         assert ops["QAttention"] == 2

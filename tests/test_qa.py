@@ -132,6 +132,31 @@ def test_batch_of_pairs_matches_one_by_one(tiny_qa_dir, tokenizer):
         assert a.score == pytest.approx(b.score, abs=1e-5)
 
 
+class PassRecorder(KeywordModel):
+    """A KeywordModel that caps the tokens of a pass, as ONNX Runtime on the CPU does, and records each pass's
+    shape."""
+
+    def __init__(self, token_id: int, pass_tokens: int | None) -> None:
+        super().__init__(token_id)
+        self.pass_tokens, self.shapes = pass_tokens, []
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        self.shapes.append(inputs["input_ids"].shape)
+        return super().run(inputs)
+
+
+@pytest.mark.parametrize(("pass_tokens", "per_pass"), [(None, 32), (128, 2), (64, 1), (10, 1)])
+def test_a_models_token_cap_splits_the_windows_into_smaller_passes(tokenizer, pass_tokens, per_pass):
+    context = FILLER * 40 + "the largest river is berlin ."
+    settings = DecodeSettings(max_length=64, stride=16)
+    n = len(tokenize(tokenizer, [("what is the largest river ?", context)], settings).owner)
+    model = PassRecorder(tokenizer.convert_tokens_to_ids("berlin"), pass_tokens)
+    ans = answer(model, tokenizer, "what is the largest river ?", context, settings)
+    assert ans.text == "berlin" and ans.start == context.rindex("berlin")
+    assert [s[0] for s in model.shapes] == [min(per_pass, n - lo) for lo in range(0, n, per_pass)]
+    assert max(s[1] for s in model.shapes) == 64  # a pass is cut to its own longest window
+
+
 @pytest.mark.parametrize("max_answer_len", [3, 15])
 def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_len):
     torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()

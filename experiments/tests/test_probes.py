@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from squad_data import QUESTIONS
 
-from experiments import common, core_share_probe, malloc_probe, short_context_eval
+from experiments import common, core_share_probe, malloc_probe, pass_tokens_probe, short_context_eval
 
 
 def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp_path):
@@ -136,3 +136,20 @@ def test_a_probe_exits_naming_the_variant_that_did_not_load(tiny_qa_dir, tmp_pat
     engine.close()
     with pytest.raises(SystemExit, match=r"^baseline: "):
         common.probe_engine("embedded", ["baseline"], baseline=str(tmp_path / "no-such-model"))
+
+
+def test_the_pass_tokens_probe_times_each_cap_and_shape_and_gives_the_engines_cap_back(tiny_qa_dir, tiny_pruned_dir,
+                                                                                       tmp_path):  # fmt: skip
+    out = tmp_path / "pass.json"
+    args = ["--baseline", str(tiny_qa_dir), "--pruned", str(tiny_pruned_dir), "--variants", "pruned,pruned-onnx-opt"]
+    args += ["--caps", "0,128", "--runs", "1", "--widths", "32", "--batches", "1,2", "--chars", "3000"]
+    record = pass_tokens_probe.main([*args, "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "pass-tokens-probe"
+    passage = record["long_passage"]
+    assert passage["characters"] >= 3000 and passage["windows"] > 2
+    assert [r["cap_tokens"] for r in passage["rows"]] == [None, 128]
+    assert all(set(r["median_ms"]) == set(r["answers"]) == {"pruned", "pruned-onnx-opt"} for r in passage["rows"])
+    assert [(r["width"], r["batch"], r["tokens"]) for r in record["shapes"]] == [(32, 1, 32), (32, 2, 64)]
+    from variants.answering.runtime import CPU_PASS_TOKENS  # noqa: PLC0415
+
+    assert record["engine_pass_tokens"] == {"pruned": None, "pruned-onnx-opt": CPU_PASS_TOKENS}  # given back

@@ -87,6 +87,7 @@ class LogitsModel(Protocol):
     """Anything that maps tokenized inputs to start/end logits (see variants.answering.runtime)."""
 
     input_names: tuple[str, ...]
+    # Optional: ``pass_tokens``, the most tokens one forward pass should hold (None or absent: no cap).
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -257,13 +258,22 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
                    cls_index=cls_index)  # fmt: skip
 
 
+def windows_per_pass(model: LogitsModel, width: int, batch_size: int) -> int:
+    """How many windows of ``width`` tokens one forward pass takes: ``batch_size``, or fewer where the model
+    caps the tokens of a pass (its ``pass_tokens``: ONNX Runtime on the CPU), at least one."""
+    cap = getattr(model, "pass_tokens", None)
+    return batch_size if not cap else max(1, min(batch_size, cap // width))
+
+
 def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end logits for every window, ``batch_size`` windows per forward pass."""
+    """Start/end logits for every window, ``batch_size`` windows per forward pass (fewer where the model caps
+    the tokens of a pass: :func:`windows_per_pass`)."""
     n, width = windows.context_mask.shape
     starts = np.full((n, width), -1e4, dtype=np.float32)
     ends = np.full((n, width), -1e4, dtype=np.float32)
-    for lo in range(0, n, batch_size):
-        rows = slice(lo, min(n, lo + batch_size))
+    per_pass = windows_per_pass(model, width, batch_size)
+    for lo in range(0, n, per_pass):
+        rows = slice(lo, min(n, lo + per_pass))
         start, end = model.run(windows.inputs(model.input_names, rows))
         starts[rows, : start.shape[1]] = start
         ends[rows, : end.shape[1]] = end

@@ -53,6 +53,9 @@ class QAModel(ABC):
     # Whether a pair's logits are the same whichever other windows share its batch. Not so for dynamic INT8
     # quantization: its activation scales are taken over the whole batch tensor.
     batch_invariant: bool = True
+    # The most tokens (windows x their width) one forward pass should hold; None: as many windows as the
+    # settings' ``batch_size``. ONNX Runtime on the CPU sets CPU_PASS_TOKENS.
+    pass_tokens: int | None = None
 
     @abstractmethod
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +76,7 @@ class QAModel(ABC):
             "parameters": self.num_parameters,
             "notes": list(self.notes),
             "build": dict(self.build),
+            "pass_tokens": self.pass_tokens,
         }
 
 
@@ -106,6 +110,14 @@ class TorchQAModel(QAModel):
             start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
         return start, end  # .cpu() waits for the device
 
+
+# ONNX Runtime on the CPU is slower per window when a pass holds many long windows: on 2 cores of an Intel
+# Xeon (family 6 model 207), a 14-window passage (384 tokens each) took the INT8 graph 312 to 333 ms in
+# passes of at most 384 to 1,152 tokens against 573 ms in one pass, the FP32 graph 430 to 475 against 659;
+# short windows still gain from sharing a pass (INT8: 5.5 ms a window in passes of 4 x 192, 7.8 alone).
+# 768 tokens a pass keeps both: 2 windows of 384, 4 of 192 (experiments/records/pass-tokens-probe-*.json).
+# PyTorch showed no consistent difference there and keeps its batches; CUDA gains from large batches.
+CPU_PASS_TOKENS = 768
 
 QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeMatMul", "QLinearMatMul", "MatMulIntegerToFloat", "QAttention"}
 
@@ -227,6 +239,7 @@ class OrtQAModel(QAModel):
         self.num_parameters, self.dtype = _onnx_parameters(model_file)
         self.build = build_facts(model_file.parent)
         self.batch_invariant = self.dtype != "int8"
+        self.pass_tokens = None if self.uses_cuda else CPU_PASS_TOKENS
         # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
         self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
         self.path = model_file

@@ -50,7 +50,8 @@ METHOD = {
     "(variants.benchmarking.profile)",
     "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
     "5 runs each (after one untimed run), so load from elsewhere falls on all of them alike",
-    "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit",
+    "batch_sweep": "batch_size real questions per call, their windows in one forward pass where they fit (ONNX "
+    "Runtime on the CPU: passes of at most the model's pass_tokens tokens, as the engine runs them)",
     "memory": "MB = 1e6 bytes. Process RSS, and its peak during this variant's accuracy pass and sweeps "
     "(the whole process, with every variant loaded); on CUDA torch's peak allocation (PyTorch "
     "tensors only) and NVML's used device memory (all processes)",
