@@ -268,6 +268,13 @@ def test_the_refine_recipe_is_one_command_the_one_shot_cut_then_distillation_wit
     (out / "train_config.json").write_text(json.dumps(record))
     cards.card(str(out), data)
     assert "its null decision (cross-entropy" in (out / "README.md").read_text()
+    for term in ("hidden_weight", "attention_weight", "null_weight"):  # logits alone: the card names no other term
+        record["config"][term] = 0.0
+    (out / "train_config.json").write_text(json.dumps(record))
+    cards.card(str(out), data)
+    text = (out / "README.md").read_text()
+    assert "refined for 1 more epoch on its logits, with the fine-tuned model's embeddings" in text
+    assert "hidden states" not in text and "null decision" not in text and "attention distributions" not in text
 
 
 def test_the_attention_loss_compares_each_kept_head_with_the_same_teacher_head_on_real_tokens():

@@ -78,18 +78,25 @@ def data_notes(data: str) -> tuple[str, str]:
     return sizes, (f"{origin};" if origin else "The training files hold other articles;")
 
 
-def _layer_targets(cfg: dict) -> str:
-    """How the card names the per-layer terms of a distilling recipe."""
-    if cfg.get("attention_weight"):
-        return "its hidden states and the attention distributions of the heads it kept, after every layer"
-    return "its hidden states after every layer"
-
-
 def _null_target(cfg: dict) -> str:
     """How the card names the null-score term of a distilling recipe (``TrainConfig.null_loss``)."""
     if cfg.get("null_loss") == "decision":
         return 'its null decision (cross-entropy against its probability of "no answer", sigmoid of its null margin)'
     return "its null margin ([CLS] against the best span)"
+
+
+def _distill_targets(cfg: dict, logits: str) -> str:
+    """What a distilling recipe's student learned from its teacher: ``logits`` and each term whose weight is set."""
+    terms = [logits]
+    if cfg.get("hidden_weight") and cfg.get("attention_weight"):
+        terms.append("its hidden states and the attention distributions of the heads it kept, after every layer")
+    elif cfg.get("hidden_weight"):
+        terms.append("its hidden states after every layer")
+    elif cfg.get("attention_weight"):
+        terms.append("the attention distributions of the heads it kept, after every layer")
+    if cfg.get("null_weight"):
+        terms.append(_null_target(cfg))
+    return terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
 
 
 def card(folder: str, data: str | None) -> dict:
@@ -112,16 +119,15 @@ def card(folder: str, data: str | None) -> dict:
             "the lowest-scoring share removed, then recovered by distillation from the fine-tuned model.",
             f"removed in {cfg['prune_steps']} growing steps (scored again before each, every layer keeping at least "
             f"{cfg['min_heads']} heads and {cfg['min_neurons']} neurons), with distillation from the fine-tuned model "
-            f"between them: its start/end logits, {_layer_targets(cfg)} and {_null_target(cfg)}. "
+            f"between them: {_distill_targets(cfg, 'its start/end logits')}. "
             "The embeddings stay the fine-tuned model's (`variants/training/distill.py`).",
         )
     if pruned and cfg.get("recipe") == "refine":
         summary = summary.replace(
             "then recovered by distillation from the fine-tuned model.",
             'then recovered by distillation from the fine-tuned model on its start/end logits (recipe "oneshot"), '
-            f"then refined for {cfg['epochs']:g} more epoch{'' if cfg['epochs'] == 1 else 's'} on its logits, "
-            f"{_layer_targets(cfg)} and "
-            f"{_null_target(cfg)}, with the fine-tuned model's embeddings put back and frozen "
+            f"then refined for {cfg['epochs']:g} more epoch{'' if cfg['epochs'] == 1 else 's'} on "
+            f"{_distill_targets(cfg, 'its logits')}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/training/distill.py`), so the pair shares them on disk.",
         )
     if pruned and cfg.get("recipe", "oneshot") == "oneshot" and cfg.get("freeze_embeddings"):
