@@ -8,7 +8,9 @@ same questions at batch 1 (the engine's session, with ORT's profiler on, after 3
 adds up the profiler's kernel times by operator type: ms per question (mean over the questions, so
 long inputs weigh more than in a median; ``run_ms_mean`` is the total to hold them against), share of
 the kernels' sum, and nodes per run. The profiler itself costs time, so the totals run higher than
-the bench's; read the shares, not the milliseconds.
+the bench's; read the shares, not the milliseconds. A question's windows run in one pass here; the engine
+gives ONNX Runtime on the CPU passes of at most ``CPU_PASS_TOKENS`` (2 windows of 384 tokens), so on a
+question longer than two windows the shares are of a larger pass than the engine runs.
 """
 
 from __future__ import annotations

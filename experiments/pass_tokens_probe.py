@@ -3,10 +3,11 @@
 
     python -m experiments.pass_tokens_probe --out experiments/records/pass-tokens-probe-cpu-<cpu>-<date>.json
 
-1. **A long passage, whole answers.** The Ask-timing probe's 16,000-character passage (tens of 384-token
-   windows' worth of text: ``experiments.ask_timing_probe.long_passage``) answered by each variant with
-   each cap on the tokens of a pass (``--caps``; 0: no cap, every window in one pass of up to
-   ``batch_size``), caps and variants taking turns, ``--runs`` timed answers each after one untimed one.
+1. **A long passage, whole answers.** The Ask-timing probe's 16,000-character passage (14 windows of 384 tokens at
+   the defaults: ``experiments.ask_timing_probe.long_passage``) answered by each variant under each cap on the
+   tokens of a pass (``--caps``; 0: no cap, every window in one pass of up to ``batch_size``), ``--runs``
+   timed answers each after one untimed one: the caps' order rotates from run to run, and the variants take
+   turns under each cap, so a machine drifting faster or slower falls on every cap alike.
    The answers are kept: INT8's dynamic scales are taken per pass, so its scores may move a little.
 2. **Window shapes, model time only.** ``model.run`` on random token ids, ``batch`` windows of ``width``
    tokens, per window; variants take turns.
@@ -34,32 +35,38 @@ NAMES = ["pruned", "pruned-onnx-opt", "pruned-onnx-opt-int8"]
 def long_passage_times(engine, names: list[str], caps: list[int], runs: int, title: str, chars: int) -> dict:
     """Median ms of a whole answer to the long passage, per cap and variant, and what each answered."""
     passage, question, gold = long_passage(title, chars)
-    settings = engine.variants[names[0]].settings
+    settings = engine.settings_for(engine.variants[names[0]])
     windows = len(tokenize(engine.variants[names[0]].tokenizer, [(question, passage)], settings).owner)
     own = {n: engine.variants[n].model.pass_tokens for n in names}
-    rows = []
+    times: dict[int, dict[str, list[float]]] = {cap: {n: [] for n in names} for cap in caps}
+    said: dict[int, dict] = {cap: {} for cap in caps}
+
+    def use(cap: int) -> None:
+        for n in names:
+            engine.variants[n].model.pass_tokens = cap or None
+
     try:
-        for cap in caps:
+        for cap in caps:  # one untimed answer each
+            use(cap)
             for n in names:
-                engine.variants[n].model.pass_tokens = cap or None
-            times: dict[str, list[float]] = {n: [] for n in names}
-            said = {}
-            for n in names:  # one untimed answer each
                 v = engine.variants[n]
-                answer(v.model, v.tokenizer, question, passage, v.settings)
-            for _ in range(runs):
+                answer(v.model, v.tokenizer, question, passage, engine.settings_for(v))
+        for turn in range(runs):  # caps rotate from run to run, variants take turns within each
+            for cap in caps[turn % len(caps) :] + caps[: turn % len(caps)]:
+                use(cap)
                 for n in names:
                     v = engine.variants[n]
                     started = time.perf_counter()
-                    a = answer(v.model, v.tokenizer, question, passage, v.settings)
-                    times[n].append((time.perf_counter() - started) * 1000)
-                    said[n] = {"text": a.text, "score": round(a.score, 4)}
-            rows.append({"cap_tokens": cap or None, "median_ms": {n: round(statistics.median(t), 1) for n, t in
-                         times.items()}, "runs": runs, "answers": said})  # fmt: skip
-            print(cap, rows[-1]["median_ms"], flush=True)
+                    a = answer(v.model, v.tokenizer, question, passage, engine.settings_for(v))
+                    times[cap][n].append((time.perf_counter() - started) * 1000)
+                    said[cap][n] = {"text": a.text, "score": round(a.score, 4)}
     finally:
         for n in names:
             engine.variants[n].model.pass_tokens = own[n]
+    rows = [{"cap_tokens": cap or None, "median_ms": {n: round(statistics.median(t), 1) for n, t in times[cap].items()},
+             "runs": runs, "answers": said[cap]} for cap in caps]  # fmt: skip
+    for row in rows:
+        print(row["cap_tokens"], row["median_ms"], flush=True)
     return {"characters": len(passage), "question": question, "gold": sorted(set(gold)), "windows": windows,
             "batch_size": settings.batch_size, "rows": rows}  # fmt: skip
 

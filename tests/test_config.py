@@ -91,6 +91,15 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
         config.max_context_chars()
 
 
+def test_the_cpu_pass_cap_is_the_default_a_number_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(config.PASS_TOKENS_ENV, raising=False)
+    assert config.cpu_pass_tokens(768) == 768
+    monkeypatch.setenv(config.PASS_TOKENS_ENV, "1,024")
+    assert config.cpu_pass_tokens(768) == 1024
+    monkeypatch.setenv(config.PASS_TOKENS_ENV, "0")
+    assert config.cpu_pass_tokens(768) is None  # no cap
+
+
 def test_flags_and_space_read_from_a_given_environment() -> None:
     assert config.env_flag("X", {}) is None
     assert config.env_flag("X", {"X": " On "}) is True

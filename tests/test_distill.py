@@ -445,3 +445,20 @@ def test_a_speed_measured_on_a_busy_cpu_says_so_and_keeps_an_idle_one(tmp_path):
     recipes.update(tmp_path, idle)  # a card made again on a busy CPU keeps the idle speed, and its new scores
     assert recipes.update(tmp_path, busy | {"f1": 47.0}) == [idle | {"f1": 47.0}]
     assert recipes.update(tmp_path, busy | {"recipe": "other"})[1] == busy | {"recipe": "other"}
+
+
+def test_a_distilling_card_names_each_term_the_run_was_trained_with():
+    from variants.training.cards import _distill_targets  # noqa: PLC0415
+
+    assert _distill_targets({}, "its logits") == "its logits"
+    assert (
+        _distill_targets({"hidden_weight": 1.0}, "its logits") == "its logits and its hidden states after every layer"
+    )
+    assert _distill_targets({"attention_weight": 1.0, "null_weight": 0.5}, "L") == (
+        "L, the attention distributions of the heads it kept, after every layer and its null margin ([CLS] against "
+        "the best span)"
+    )
+    both = _distill_targets(
+        {"hidden_weight": 1.0, "attention_weight": 1.0, "null_loss": "decision", "null_weight": 1}, "L"
+    )
+    assert both.startswith("L, its hidden states and the attention distributions") and "null decision" in both

@@ -19,6 +19,7 @@ from variants.answering.qa import (
     parse_null_threshold,
     resolve_null_threshold,
     tokenize,
+    window_passes,
     with_null_decision,
 )
 from variants.answering.runtime import TorchQAModel
@@ -154,7 +155,32 @@ def test_a_models_token_cap_splits_the_windows_into_smaller_passes(tokenizer, pa
     ans = answer(model, tokenizer, "what is the largest river ?", context, settings)
     assert ans.text == "berlin" and ans.start == context.rindex("berlin")
     assert [s[0] for s in model.shapes] == [min(per_pass, n - lo) for lo in range(0, n, per_pass)]
-    assert max(s[1] for s in model.shapes) == 64  # a pass is cut to its own longest window
+
+
+def test_passes_are_packed_by_each_windows_own_length(tokenizer):
+    """Short windows of other questions share a pass that one long window would have limited to two."""
+    settings = DecodeSettings(max_length=64, stride=16)
+    pairs = [("where ?", "berlin is big ."), ("what is the largest river ?", FILLER * 6 + "the largest is berlin .")]
+    pairs += [("who ?", "berlin ."), ("when ?", "in berlin today .")]
+    windows = tokenize(tokenizer, pairs, settings)
+    lengths = np.asarray(windows.encoding["attention_mask"]).sum(axis=1)
+    model = PassRecorder(tokenizer.convert_tokens_to_ids("berlin"), 128)
+    answers = answer_pairs(model, tokenizer, pairs, settings)
+    assert all(a.text == "berlin" for a in answers)
+    rows = 0
+    for count, width in model.shapes:  # each pass is cut to its own longest window and holds at most 128 tokens
+        assert width == lengths[rows : rows + count].max() and (count == 1 or count * width <= 128)
+        rows += count
+    assert rows == len(lengths) and len(model.shapes) < len(lengths)
+
+
+def test_window_passes():
+    assert window_passes(np.array([64] * 5), 32) == [slice(0, 5)]
+    assert window_passes(np.array([64] * 5), 2) == [slice(0, 2), slice(2, 4), slice(4, 5)]
+    assert window_passes(np.array([64] * 5), 32, 128) == [slice(0, 2), slice(2, 4), slice(4, 5)]
+    assert window_passes(np.array([10, 10, 64, 10, 10, 10]), 32, 64) == [slice(0, 2), slice(2, 3), slice(3, 6)]
+    assert window_passes(np.array([200, 10]), 32, 64) == [slice(0, 1), slice(1, 2)]  # longer than the cap: alone
+    assert window_passes(np.array([], dtype=int), 32, 64) == []
 
 
 @pytest.mark.parametrize("max_answer_len", [3, 15])

@@ -258,22 +258,30 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
                    cls_index=cls_index)  # fmt: skip
 
 
-def windows_per_pass(model: LogitsModel, width: int, batch_size: int) -> int:
-    """How many windows of ``width`` tokens one forward pass takes: ``batch_size``, or fewer where the model
-    caps the tokens of a pass (its ``pass_tokens``: ONNX Runtime on the CPU), at least one."""
-    cap = getattr(model, "pass_tokens", None)
-    return batch_size if not cap else max(1, min(batch_size, cap // width))
+def window_passes(lengths: np.ndarray, batch_size: int, cap: int | None = None) -> list[slice]:
+    """Consecutive windows per forward pass, given each window's length in tokens: up to ``batch_size`` in a
+    pass and, under a ``cap``, as many as keep (windows x the longest one's length: a pass is padded to its
+    longest window) within ``cap`` tokens; a window longer than the cap has a pass of its own."""
+    passes, lo, longest = [], 0, 0
+    for i, length in enumerate(int(n) for n in lengths):
+        if i > lo and (i - lo + 1 > batch_size or (cap and (i - lo + 1) * max(longest, length) > cap)):
+            passes.append(slice(lo, i))
+            lo, longest = i, 0
+        longest = max(longest, length)
+    if len(lengths):
+        passes.append(slice(lo, len(lengths)))
+    return passes
 
 
 def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end logits for every window, ``batch_size`` windows per forward pass (fewer where the model caps
-    the tokens of a pass: :func:`windows_per_pass`)."""
+    """Start/end logits for every window, in passes of up to ``batch_size`` windows (fewer where the model caps
+    the tokens of a pass, its ``pass_tokens``: :func:`window_passes`)."""
     n, width = windows.context_mask.shape
     starts = np.full((n, width), -1e4, dtype=np.float32)
     ends = np.full((n, width), -1e4, dtype=np.float32)
-    per_pass = windows_per_pass(model, width, batch_size)
-    for lo in range(0, n, per_pass):
-        rows = slice(lo, min(n, lo + per_pass))
+    mask = windows.encoding.get("attention_mask") if hasattr(windows.encoding, "get") else None
+    lengths = np.asarray(mask).sum(axis=1) if mask is not None else np.full(n, width)
+    for rows in window_passes(lengths, batch_size, getattr(model, "pass_tokens", None)):
         start, end = model.run(windows.inputs(model.input_names, rows))
         starts[rows, : start.shape[1]] = start
         ends[rows, : end.shape[1]] = end

@@ -112,11 +112,12 @@ class TorchQAModel(QAModel):
 
 
 # ONNX Runtime on the CPU is slower per window when a pass holds many long windows: on 2 cores of an Intel
-# Xeon (family 6 model 207), a 14-window passage (384 tokens each) took the INT8 graph 312 to 333 ms in
-# passes of at most 384 to 1,152 tokens against 573 ms in one pass, the FP32 graph 430 to 475 against 659;
-# short windows still gain from sharing a pass (INT8: 5.5 ms a window in passes of 4 x 192, 7.8 alone).
-# 768 tokens a pass keeps both: 2 windows of 384, 4 of 192 (experiments/records/pass-tokens-probe-*.json).
-# PyTorch showed no consistent difference there and keeps its batches; CUDA gains from large batches.
+# Xeon (family 6 model 207), a 14-window passage (384 tokens each) took the INT8 graph 282 to 315 ms in
+# passes of at most 384 to 1,536 tokens against 457 ms in one pass, the FP32 graph 411 to 469 against 630;
+# short windows still gain from sharing a pass (INT8: 3.7 ms a window in passes of 4 x 128, 5.7 alone).
+# 768 tokens a pass keeps both: 2 windows of 384, 4 of 192 (experiments/records/pass-tokens-probe-*.json);
+# VARIANTS_PASS_TOKENS sets another (0: no cap). PyTorch showed no consistent difference between caps and
+# keeps its passes of up to 32 windows; CUDA gains from large passes.
 CPU_PASS_TOKENS = 768
 
 QUANTIZED_OPS = {"MatMulInteger", "DynamicQuantizeMatMul", "QLinearMatMul", "MatMulIntegerToFloat", "QAttention"}
@@ -239,7 +240,7 @@ class OrtQAModel(QAModel):
         self.num_parameters, self.dtype = _onnx_parameters(model_file)
         self.build = build_facts(model_file.parent)
         self.batch_invariant = self.dtype != "int8"
-        self.pass_tokens = None if self.uses_cuda else CPU_PASS_TOKENS
+        self.pass_tokens = None if self.uses_cuda else config.cpu_pass_tokens(CPU_PASS_TOKENS)
         # The graph plus its external weights (model.onnx, model.onnx_data / model.onnx.data).
         self.size_bytes = sum(f.stat().st_size for f in model_file.parent.glob(model_file.stem + ".onnx*"))
         self.path = model_file

@@ -116,7 +116,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             info = model.describe()
             entry.device, entry.provider, entry.dtype = info["device"], info["provider"], info["dtype"]
             entry.size_mb, entry.parameters, entry.notes = info["size_mb"], info["parameters"], list(info["notes"])
-            entry.build = info["build"]
+            entry.build, entry.pass_tokens = info["build"], info["pass_tokens"]
             settings = engine.settings_for(loaded)
             answer = engine_answerer(model, tokenizer, settings)
             runners.append(Runner(spec.name, answer, entry, model, tokenizer, settings))

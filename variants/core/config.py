@@ -22,6 +22,7 @@ MAX_CONTEXT_ENV = "VARIANTS_MAX_CONTEXT_CHARS"
 CACHE_DIR_ENV = "VARIANTS_CACHE_DIR"
 THREADS_ENV = "VARIANTS_THREADS"
 ORT_SPIN_ENV = "VARIANTS_ORT_SPIN"
+PASS_TOKENS_ENV = "VARIANTS_PASS_TOKENS"
 CONCURRENCY_ENV = "VARIANTS_CONCURRENCY"
 MAX_QUEUE_ENV = "VARIANTS_MAX_QUEUE"
 RESULTS_ENV = "VARIANTS_RESULTS"
@@ -43,6 +44,7 @@ ENVIRONMENT: dict[str, str] = {
     CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
     THREADS_ENV: "threads per CPU inference session (default: all cores)",
     ORT_SPIN_ENV: "ONNX Runtime threads: unset, spin within a run only; 0 never spin; 1 spin after runs too",
+    PASS_TOKENS_ENV: "most tokens in one forward pass on the CPU (default 768; 0: no cap)",
     CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
     MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
@@ -120,6 +122,13 @@ def ort_spin() -> str:
     """
     flag = env_flag(ORT_SPIN_ENV)
     return "run" if flag is None and env_text(ORT_SPIN_ENV) is None else ("always" if flag else "never")
+
+
+def cpu_pass_tokens(default: int) -> int | None:
+    """The most tokens one forward pass holds on the CPU: ``$VARIANTS_PASS_TOKENS``, else ``default``; None for 0
+    (no cap: a pass takes as many windows as the decode settings' ``batch_size``)."""
+    value = env_number(PASS_TOKENS_ENV, int, default)
+    return value if value > 0 else None
 
 
 def results_dir() -> str | None:

@@ -129,6 +129,7 @@ class VariantEntry:
     dtype: str | None = None
     size_mb: float | None = None
     parameters: int | None = None
+    pass_tokens: int | None = None  # the most tokens one forward pass held (QAModel.pass_tokens); None: no cap
     calibrated_threshold: float | None = None  # the model's own, from its config.json
     load_seconds: float | None = None
     accuracy: dict[str, AccuracyView | None] = field(default_factory=lambda: dict.fromkeys(VIEWS))
