@@ -346,6 +346,7 @@ def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model()
     from_elsewhere = {**cfg, "init": "runs/other"}  # the cut came with that model: these flags did nothing
     assert cards.recipe_name(from_elsewhere) == "refine"
     assert "--min-heads" not in cards.reproduce_command(from_elsewhere)
+    assert cards.reproduce_command(from_elsewhere).endswith("--init runs/other")  # the model it started from
 
 
 def test_a_switch_is_named_alone_in_the_recipe_and_its_command():

@@ -21,13 +21,22 @@ def recipe_defaults(cfg: dict) -> dict:
     return {**asdict(TrainConfig("", "", "", "")), **RECIPES[cfg.get("recipe") or "oneshot"]}
 
 
+def started_elsewhere(cfg: dict) -> bool:
+    """Whether a run started from another model's folder (``--init``), not from the one-shot model its own
+    command made first (``<out>/oneshot``)."""
+    if not cfg.get("init"):
+        return False
+    return not (cfg.get("out") and Path(cfg["init"]) == Path(cfg["out"]) / "oneshot")
+
+
 def given_by_init(cfg: dict) -> tuple[str, ...]:
-    """Settings a run started from ``--init`` did not use (the cut came with the model): left out of its command,
-    which without ``--init`` makes that model first (recipe "refine"). A refine run that made its own starting
-    model (``<out>/oneshot``, one command) did use its cut settings: only ``init`` is left out then."""
+    """Settings a run started from ``--init`` did not use, left out of its recipe's name and command: the folder
+    itself (its command names it apart, :func:`reproduce_command`) and, when that model came from elsewhere, the
+    cut settings (the cut came with the model). A refine run that made its own starting model (``<out>/oneshot``,
+    one command) did use its cut settings."""
     if not cfg.get("init"):
         return ()
-    if cfg.get("out") and Path(cfg["init"]) == Path(cfg["out"]) / "oneshot":
+    if not started_elsewhere(cfg):
         return ("init",)
     return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples")
 
@@ -44,6 +53,8 @@ def reproduce_command(cfg: dict) -> str:
     args += [as_flag(k, v) for k, v in cfg.items()
              if k not in ("stage", "data", "out", *given_by_init(cfg)) and v not in ("", None)
              and (v != defaults.get(k) or (k == "recipe" and v != "oneshot"))]  # fmt: skip
+    if started_elsewhere(cfg):
+        args.append(f"--init {cfg['init']}")
     return " \\\n  ".join(args)
 
 
@@ -143,7 +154,12 @@ def card(folder: str, data: str | None) -> dict:
             "`variants.building.prune.compact` cuts them out.",
             "",
         )
-    if cfg.get("init"):
+    if started_elsewhere(cfg):
+        summary += (
+            f" Its refinement started from `{cfg['init']}` as that folder was then (a model made by the command in "
+            "that folder's own card, in the git history); the command below repeats the refinement from it."
+        )
+    elif cfg.get("init"):
         summary += (
             f" Its refinement started from `{cfg['init']}` as that folder was then; the command below makes that "
             "model first (in `<out>/oneshot`)."
