@@ -279,8 +279,8 @@ def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[
     n, width = windows.context_mask.shape
     starts = np.full((n, width), -1e4, dtype=np.float32)
     ends = np.full((n, width), -1e4, dtype=np.float32)
-    mask = windows.encoding.get("attention_mask") if hasattr(windows.encoding, "get") else None
-    lengths = np.asarray(mask).sum(axis=1) if mask is not None else np.full(n, width)
+    enc = windows.encoding
+    lengths = np.asarray(enc["attention_mask"]).sum(axis=1) if "attention_mask" in enc else np.full(n, width)
     for rows in window_passes(lengths, batch_size, getattr(model, "pass_tokens", None)):
         start, end = model.run(windows.inputs(model.input_names, rows))
         starts[rows, : start.shape[1]] = start
