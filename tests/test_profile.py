@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-from variants.answering.qa import DecodeSettings
+from variants.answering.qa import DecodeSettings, model_passes, tokenize
 from variants.answering.runtime import TorchQAModel
 from variants.benchmarking import profile
 from variants.building.prune import compact
@@ -91,3 +91,23 @@ def test_profile_in_turns_interleaves_variants_and_keeps_a_failure_apart(tiny_qa
     assert out["a"]["n"] == out["b"]["n"] == 4 and out["a"]["forward_ms"] > 0
     assert out["broken"] == {"error": "RuntimeError: session lost"}
     assert log.count("broken") == 5  # it dropped out at its failure
+
+
+def test_the_flop_count_follows_the_passes_a_capped_model_makes(tiny_qa_dir: Path) -> None:
+    """A model that caps a pass's tokens runs a long context's windows in several trimmed passes; the count
+    adds up those passes, not one pass of every window at the widest window's width."""
+    torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    context = "the cat sat on the mat and looked at the garden for a long while . " * 12
+    examples = [QAExample("0", "where did the cat sit", context)]
+    count = profile.flop_counter(torch_model)
+    settings = DecodeSettings(max_length=64, stride=16)
+    uncapped = profile.profile_stages(TorchQAModel(torch_model), tokenizer, examples, settings, count, warmup=0)
+    capped_model = TorchQAModel(torch_model)
+    capped_model.pass_tokens = 64
+    capped = profile.profile_stages(capped_model, tokenizer, examples, settings, count, warmup=0)
+    windows = tokenize(tokenizer, [(examples[0].question, context)], settings)
+    passes = model_passes(capped_model, windows, settings.batch_size)
+    assert len(passes) == len(windows.owner) > 1  # one 64-token window a pass
+    assert capped["gflop"] == pytest.approx(sum(count(r.stop - r.start, w) for r, w in passes) / 1e9, rel=1e-3)
+    assert uncapped["gflop"] == pytest.approx(count(*windows.context_mask.shape) / 1e9, rel=1e-3)

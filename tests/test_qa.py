@@ -16,6 +16,7 @@ from variants.answering.qa import (
     InputError,
     answer,
     answer_pairs,
+    model_passes,
     parse_null_threshold,
     resolve_null_threshold,
     tokenize,
@@ -172,6 +173,8 @@ def test_passes_are_packed_by_each_windows_own_length(tokenizer):
         assert width == lengths[rows : rows + count].max() and (count == 1 or count * width <= 128)
         rows += count
     assert rows == len(lengths) and len(model.shapes) < len(lengths)
+    planned = [(rows.stop - rows.start, width) for rows, width in model_passes(model, windows, settings.batch_size)]
+    assert planned == [tuple(shape) for shape in model.shapes]  # what the profile counts is what was run
 
 
 def test_window_passes():

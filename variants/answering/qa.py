@@ -273,15 +273,24 @@ def window_passes(lengths: np.ndarray, batch_size: int, cap: int | None = None) 
     return passes
 
 
+def model_passes(model: LogitsModel, windows: Windows, batch_size: int) -> list[tuple[slice, int]]:
+    """The forward passes :func:`run_windows` makes: each pass's windows and its width in tokens (a pass is
+    trimmed to its longest window), up to ``batch_size`` windows a pass, fewer where the model caps the
+    tokens of a pass (its ``pass_tokens``: :func:`window_passes`)."""
+    n, width = windows.context_mask.shape
+    enc = windows.encoding
+    lengths = np.asarray(enc["attention_mask"]).sum(axis=1) if "attention_mask" in enc else np.full(n, width)
+    passes = window_passes(lengths, batch_size, getattr(model, "pass_tokens", None))
+    trimmed = "attention_mask" in model.input_names and "attention_mask" in enc  # as Windows.inputs trims
+    return [(rows, int(lengths[rows].max()) if trimmed else width) for rows in passes]
+
+
 def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end logits for every window, in passes of up to ``batch_size`` windows (fewer where the model caps
-    the tokens of a pass, its ``pass_tokens``: :func:`window_passes`)."""
+    """Start/end logits for every window, in the passes of :func:`model_passes`."""
     n, width = windows.context_mask.shape
     starts = np.full((n, width), -1e4, dtype=np.float32)
     ends = np.full((n, width), -1e4, dtype=np.float32)
-    enc = windows.encoding
-    lengths = np.asarray(enc["attention_mask"]).sum(axis=1) if "attention_mask" in enc else np.full(n, width)
-    for rows in window_passes(lengths, batch_size, getattr(model, "pass_tokens", None)):
+    for rows, _ in model_passes(model, windows, batch_size):
         start, end = model.run(windows.inputs(model.input_names, rows))
         starts[rows, : start.shape[1]] = start
         ends[rows, : end.shape[1]] = end

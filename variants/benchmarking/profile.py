@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from variants.answering.qa import DecodeSettings, LogitsModel, decode, run_windows, tokenize
+from variants.answering.qa import DecodeSettings, LogitsModel, decode, model_passes, run_windows, tokenize
 from variants.answering.timing import describe
 from variants.core.squad import QAExample
 
@@ -72,6 +72,7 @@ class StageTimer:
     flops: Callable[[int, int], float] | None = None
     times: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in STAGES})
     shapes: list[tuple[int, int]] = field(default_factory=list)
+    passes: list[list[tuple[int, int]]] = field(default_factory=list)  # each question's (windows, width) per pass
     error: str | None = None
 
     def answer(self, e: QAExample, timed: bool = True) -> None:
@@ -87,6 +88,8 @@ class StageTimer:
             for name, seconds in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                 self.times[name].append(seconds * 1000)
             self.shapes.append(windows.context_mask.shape)
+            passes = model_passes(self.model, windows, self.settings.batch_size)
+            self.passes.append([(rows.stop - rows.start, width) for rows, width in passes])
 
     def summary(self) -> dict[str, Any]:
         """Median ms of each stage, tokens and GFLOP per question, achieved GFLOP/s; or the error."""
@@ -94,8 +97,8 @@ class StageTimer:
             return {"error": self.error}
         # Counted here, after the timed questions: counting runs the PyTorch model, whose threads
         # would still be busy when the next question's stages are timed.
-        shapes, batch = self.shapes, self.settings.batch_size
-        gflop = [_batched_flops(self.flops, n, w, batch) / 1e9 for n, w in shapes] if self.flops else []
+        shapes = self.shapes
+        gflop = [sum(self.flops(n, w) for n, w in passes) / 1e9 for passes in self.passes] if self.flops else []
         out: dict[str, Any] = {name: _median(values) for name, values in self.times.items()}
         out["tokens"] = int(np.median([n * w for n, w in shapes])) if shapes else None
         if gflop:
@@ -152,12 +155,6 @@ def profile_stages(
     for e in examples:
         timer.answer(e)
     return timer.summary()
-
-
-def _batched_flops(flops: Callable[[int, int], float], n: int, width: int, batch: int) -> float:
-    """Operations of ``n`` windows run ``batch`` at a time."""
-    full, rest = divmod(n, batch)
-    return full * flops(batch, width) + (flops(rest, width) if rest else 0.0)
 
 
 def fp32_peak_gflops(threads: int, size: int = PEAK_SIZE, repeats: int = 5) -> float:
