@@ -6,8 +6,10 @@ import argparse
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
 from squad_data import CONTEXT, write_squad
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
@@ -215,3 +217,25 @@ def test_the_dense_export_of_the_compacted_model_loads_in_plain_transformers(tmp
     assert plain.dtype == torch.float32 and json.loads((out / "config.json").read_text())["dtype"] == "float32"
     assert torch.allclose(a.start_logits, b.start_logits, atol=1e-3)
     assert torch.allclose(a.end_logits, b.end_logits, atol=1e-3)
+
+
+def test_finetune_can_keep_the_bases_embeddings_so_a_pruned_store_sharing_them_still_loads(tiny_qa_dir, tmp_path):
+    """A baseline trained further from a shipped one, embeddings frozen: the embedding tensors come out
+    byte-identical, while the encoder moved; without the flag they move too."""
+    data = str(write_squad(tmp_path / "d.json"))
+    runs = {}
+    for frozen in (True, False):
+        out = tmp_path / ("frozen" if frozen else "free")
+        oneshot.finetune(train_settings.TrainConfig("finetune", str(tiny_qa_dir), data, str(out), epochs=1.0,
+                                                    batch_size=4, max_length=64, stride=16, threads=1, lr=1e-3,
+                                                    freeze_embeddings=frozen))  # fmt: skip
+        runs[frozen] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(tiny_qa_dir / "model.safetensors"))
+    stored = {k: v.astype(np.float16) for k, v in base.items()}  # runs are stored in FP16 (training.loop.save)
+    emb = [k for k in base if ".embeddings." in k]
+    assert emb and all(np.array_equal(runs[True][k], stored[k]) for k in emb)
+    assert not all(np.array_equal(runs[False][k], stored[k]) for k in emb)
+    moved = [k for k in base if ".encoder." in k and not np.array_equal(runs[True][k], stored[k])]
+    assert moved  # the rest of the model trained
+    card = json.loads((tmp_path / "frozen" / "train_config.json").read_text())
+    assert card["config"]["freeze_embeddings"] is True

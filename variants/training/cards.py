@@ -141,6 +141,11 @@ def card(folder: str, data: str | None) -> dict:
             f"{_distill_targets(cfg, 'its logits')}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/training/distill.py`), so the pair shares them on disk.",
         )
+    if not pruned and cfg.get("freeze_embeddings"):
+        summary += (
+            f" Trained from `{cfg['base']}` with the embeddings kept frozen at its own (`--freeze-embeddings`), so a "
+            "pruned model that shares them on disk still loads beside it."
+        )
     if pruned and cfg.get("recipe", "oneshot") == "oneshot" and cfg.get("freeze_embeddings"):
         summary = summary.replace(
             "then recovered by distillation from the fine-tuned model.",

@@ -39,6 +39,8 @@ def finetune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
     base = resolve_base(cfg.base)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForQuestionAnswering.from_pretrained(base, dtype=torch.float32)
+    if cfg.freeze_embeddings:  # a pruned model that shares the base's embeddings on disk still loads beside it
+        model.base_model.embeddings.requires_grad_(False)
     examples, held_out = load_examples(cfg)
     features = build_train_features(tokenizer, examples, cfg.max_length, cfg.stride)
     features += short_context_features(tokenizer, examples, cfg)

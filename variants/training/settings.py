@@ -59,7 +59,7 @@ class TrainConfig:
     null_weight: float = 0.0  # smooth L1 between the student's and the teacher's null margin ([CLS] vs best span)
     null_loss: str = "margin"  # "decision": cross-entropy of the student's null decision against the teacher's
     attention_weight: float = 0.0  # KL from the teacher's attention distributions to the student's, heads it kept
-    freeze_embeddings: bool = False  # keep the teacher's embeddings (the pair can share them on disk)
+    freeze_embeddings: bool = False  # keep the teacher's (finetune: the base's) embeddings, to share them on disk
     min_heads: int = 1  # heads every layer keeps
     min_neurons: int = 32  # FFN neurons every layer keeps
     keep_layers: str = ""  # prune, one-shot: the teacher's layers the student keeps, e.g. "0,1,3,5" (default all)
