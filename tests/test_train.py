@@ -237,5 +237,7 @@ def test_finetune_can_keep_the_bases_embeddings_so_a_pruned_store_sharing_them_s
     assert not all(np.array_equal(runs[False][k], stored[k]) for k in emb)
     moved = [k for k in base if ".encoder." in k and not np.array_equal(runs[True][k], stored[k])]
     assert moved  # the rest of the model trained
-    card = json.loads((tmp_path / "frozen" / "train_config.json").read_text())
-    assert card["config"]["freeze_embeddings"] is True
+    assert json.loads((tmp_path / "frozen" / "train_config.json").read_text())["config"]["freeze_embeddings"] is True
+    cards.card(str(tmp_path / "frozen"), data)  # the card says why, and the command it prints keeps the flag
+    readme = (tmp_path / "frozen" / "README.md").read_text()
+    assert "embeddings kept frozen at its own" in readme and "--freeze-embeddings" in readme
