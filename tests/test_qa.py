@@ -158,6 +158,25 @@ def test_a_models_token_cap_splits_the_windows_into_smaller_passes(tokenizer, pa
     assert [s[0] for s in model.shapes] == [min(per_pass, n - lo) for lo in range(0, n, per_pass)]
 
 
+class UnmaskedRecorder(PassRecorder):
+    """A model without an attention-mask input: its passes run at the full padded width, and are packed so."""
+
+    input_names = ("input_ids", "token_type_ids")
+
+
+def test_a_model_without_a_mask_input_gets_full_width_passes_within_its_cap(tokenizer):
+    settings = DecodeSettings(max_length=64, stride=16)
+    pairs = [("where ?", "berlin is big ."), ("who ?", "berlin ."), ("when ?", "in berlin today .")]
+    pairs += [("what is the largest river ?", FILLER * 6 + "the largest is berlin .")]
+    windows = tokenize(tokenizer, pairs, settings)
+    width = windows.context_mask.shape[1]
+    model = UnmaskedRecorder(tokenizer.convert_tokens_to_ids("berlin"), 2 * width)
+    answer_pairs(model, tokenizer, pairs, settings)
+    assert all(w == width and n * w <= 2 * width for n, w in model.shapes)
+    planned = [(rows.stop - rows.start, w) for rows, w in model_passes(model, windows, settings.batch_size)]
+    assert planned == [tuple(shape) for shape in model.shapes]
+
+
 def test_passes_are_packed_by_each_windows_own_length(tokenizer):
     """Short windows of other questions share a pass that one long window would have limited to two."""
     settings = DecodeSettings(max_length=64, stride=16)

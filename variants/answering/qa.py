@@ -279,10 +279,10 @@ def model_passes(model: LogitsModel, windows: Windows, batch_size: int) -> list[
     tokens of a pass (its ``pass_tokens``: :func:`window_passes`)."""
     n, width = windows.context_mask.shape
     enc = windows.encoding
-    lengths = np.asarray(enc["attention_mask"]).sum(axis=1) if "attention_mask" in enc else np.full(n, width)
-    passes = window_passes(lengths, batch_size, getattr(model, "pass_tokens", None))
     trimmed = "attention_mask" in model.input_names and "attention_mask" in enc  # as Windows.inputs trims
-    return [(rows, int(lengths[rows].max()) if trimmed else width) for rows in passes]
+    lengths = np.asarray(enc["attention_mask"]).sum(axis=1) if trimmed else np.full(n, width)
+    passes = window_passes(lengths, batch_size, getattr(model, "pass_tokens", None))
+    return [(rows, int(lengths[rows].max())) for rows in passes]
 
 
 def run_windows(model: LogitsModel, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:

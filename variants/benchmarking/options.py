@@ -44,8 +44,9 @@ METHOD = {
     "agreement_with_baseline": "share of questions whose normalized answer (at threshold 0) equals the baseline's",
     "profile": "per variant, on the first profile_questions questions at batch 1: median ms of tokenizing, the forward "
     "pass (every window) and decoding, timed apart; variants take turns as in latency_ms; GFLOP per question "
-    "counted by torch's FlopCounterMode on the torch model whose arithmetic the variant runs, at each "
-    "question's window shape; achieved GFLOP/s = that count / forward time (median over questions). "
+    "counted by torch's FlopCounterMode on the torch model whose arithmetic the variant runs, at the shape of "
+    "each forward pass the question takes (variants.answering.qa.model_passes); achieved GFLOP/s = that count / "
+    "forward time (median over questions). "
     "hardware.measured_peak: the best FP32 and INT8 matrix products this machine ran on the same threads "
     "(variants.benchmarking.profile)",
     "seq_len_sweep": "one synthetic window of exactly seq_len tokens through model.run; variants take turns, "
