@@ -5,6 +5,7 @@ memory that does not keep growing."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -101,8 +102,25 @@ def test_soak_inputs_mix_paragraphs_and_articles() -> None:
     short = [p for i, p in enumerate(pairs) if i % soak.LONG_EVERY != soak.LONG_EVERY - 1]
     assert all("\n" in c and len(c) <= soak.LONG_MAX_CHARS for _, c in long)
     assert max(len(c) for _, c in short) < min(len(c) for _, c in long)
-    mix = soak.length_mix(pairs)
+    warned = _Collect()
+    library = logging.getLogger("transformers")  # it does not propagate: pytest's capture would not see it
+    library.addHandler(warned)
+    try:
+        mix = soak.length_mix(pairs)
+    finally:
+        library.removeHandler(warned)
     assert mix["pairs"] == 40 and mix["context_chars"]["max"] == max(len(c) for _, c in pairs)
+    if "tokens" in mix:  # counted with the shipped tokenizer: an article is past 512 tokens, and no warning says so
+        assert mix["tokens"]["max"] > 512 and not any("maximum sequence length" in m for m in warned.messages)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 def test_small_soak(engine_for_soak, tmp_path) -> None:

@@ -98,7 +98,8 @@ def length_mix(pairs: list[Pair]) -> dict[str, Any]:
         from transformers import AutoTokenizer  # noqa: PLC0415
 
         tokenizer = AutoTokenizer.from_pretrained(EMBEDDED_MODELS / "minilm-squad2")
-        tokens = [len(tokenizer(q, c)["input_ids"]) for q, c in pairs]
+        # Counted, never run through a model: no "longer than the maximum sequence length" warning.
+        tokens = [len(tokenizer(q, c, verbose=False)["input_ids"]) for q, c in pairs]
         mix["tokens"] = _spread(tokens)
         mix["windows_of_384"] = {
             "1": sum(t <= 384 for t in tokens),
