@@ -2,11 +2,13 @@
 
     python -m variants plot                          # the record for this machine in assets/results
     python -m variants plot assets/results/X.json --out docs/f1-vs-latency.png
-    python -m variants plot --device cuda --view best --out chart.html
+    python -m variants plot --device cuda --view pipeline --out chart.html
 
 The same rules as the app's Benchmark tab (the HTML chart is that very figure, ``ui.charts``): one
-accuracy view, named in the title (default: threshold 0, what the app does); the F1 axis from 0 to 100,
-with the F1 of always answering "no answer" marked, so that a few points look like a few points; each
+accuracy view, named in the title; by default the tab's, F1 on the answerable questions at threshold 0
+(what the app does: people ask questions their passage answers), with the SQuAD v2 views one flag away
+(``--view pipeline``: all questions at threshold 0, with the F1 of always answering "no answer" marked);
+the F1 axis from 0 to 100, so that a few points look like a few points; each
 variant in its own colour and marker (``ui.palette``, as in every plot of the app), named in plain words
 in the legend rather than labelled on the plot, where overlapping points would hide each other's names;
 a bar from the median to p90 latency, on a linear axis from 0 so that distances read as speedups.
@@ -24,28 +26,50 @@ from variants.core.hardware import hardware_label
 from variants.records.record import VIEW_TITLES, VIEWS, Record
 from variants.records.results import RESULTS_DIR, load_records, pick_record, records_to_frame
 
+ANSWERABLE = "answerable"  # the Benchmark tab's default view: F1 on the answerable questions at threshold 0
+CHOICES = (ANSWERABLE, *VIEWS)
+
 
 def _title(record: Record, view: str) -> str:
+    """Two lines that fit the chart's width: where it ran, then what is plotted."""
     hardware = hardware_label(record.hardware, record.device)
-    return (
-        f"{record.preset} on {record.device} ({hardware}): SQuAD v2 F1 vs latency, {record.n_questions} questions\n"
-        f"F1 {VIEW_TITLES[view]}"
-    )
+    if view == ANSWERABLE:
+        what = (
+            f"F1 on the {record.data.get('has_answer', '?')} answerable questions of {record.n_questions}, "
+            f"{VIEW_TITLES['pipeline']}"
+        )
+    elif view == "best":
+        what = f"{VIEW_TITLES['best']}, {record.n_questions} questions"
+    else:
+        what = f"SQuAD v2 F1 on {record.n_questions} questions, {VIEW_TITLES[view]}"
+    return f"{record.preset} preset on {record.device}: {hardware}\n{what}"
+
+
+def _axis(view: str) -> tuple[str, str, str]:
+    """The record's view read for ``view``, the frame's column plotted, and the y axis' words."""
+    if view == ANSWERABLE:
+        return "pipeline", "has_ans_f1", "F1, answerable questions (%)"
+    return view, "f1", "SQuAD v2 F1 (%)"
 
 
 def _points(record: Record, view: str):
-    frame = records_to_frame([record], view=view)
-    return frame[frame["f1"].notna() & frame["p50_ms"].notna()]
+    record_view, column, _ = _axis(view)
+    frame = records_to_frame([record], view=record_view)
+    return frame[frame[column].notna() & frame["p50_ms"].notna()]
 
 
-def plot_record(record: Record, out: str | Path, view: str = "pipeline") -> Path:
+def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path:
     """Write the chart for ``record`` to ``out`` (.png/.svg/.pdf with matplotlib, .html with plotly)."""
+    if view not in CHOICES:
+        raise ValueError(f"unknown view {view!r}; choose one of {CHOICES}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     points = _points(record, view)
-    floor = no_answer_floor(record)
+    _, column, y_title = _axis(view)
+    # Answering "no answer" to everything scores 0 on the answerable questions: the line marks the SQuAD v2 views.
+    floor = None if view == ANSWERABLE else no_answer_floor(record)
     if out.suffix == ".html":
-        fig = accuracy_figure(points, floor, _title(record, view).replace("\n", " · "))
+        fig = accuracy_figure(points, floor, _title(record, view).replace("\n", " · "), y=column)
         fig.write_html(out, include_plotlyjs="cdn")
         return out
     import matplotlib  # noqa: PLC0415
@@ -59,7 +83,7 @@ def plot_record(record: Record, out: str | Path, view: str = "pipeline") -> Path
         p90 = row["p90_ms"] if row["p90_ms"] == row["p90_ms"] else row["p50_ms"]
         ax.errorbar(
             row["p50_ms"],
-            row["f1"],
+            row[column],
             xerr=[[0], [max(0.0, p90 - row["p50_ms"])]],
             fmt=style.mpl_marker,
             color=style.colour,
@@ -85,7 +109,7 @@ def plot_record(record: Record, out: str | Path, view: str = "pipeline") -> Path
     ax.set_ylim(0, 100)
     ax.set_xlim(left=0)
     ax.set_xlabel("median latency per question, batch 1 (ms), bar to p90")
-    ax.set_ylabel("SQuAD v2 F1 (%)")
+    ax.set_ylabel(y_title)
     ax.set_title(_title(record, view), fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
@@ -101,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=str(RESULTS_DIR), help="where to look for records")
     parser.add_argument("--device", default=None, help="prefer records measured on cpu or cuda")
     parser.add_argument("--out", default=None, help="output file (.png, .svg, .pdf or .html)")
-    parser.add_argument("--view", choices=VIEWS, default="pipeline", help="which accuracy (default: threshold 0)")
+    parser.add_argument(
+        "--view",
+        choices=CHOICES,
+        default=ANSWERABLE,
+        help="which accuracy (default: the answerable questions at threshold 0, as the Benchmark tab)",
+    )
     args = parser.parse_args(argv)
     if args.record:
         record = Record.load(args.record)
