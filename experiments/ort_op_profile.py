@@ -7,10 +7,10 @@ Builds the ORT-optimized FP32 graph and its INT8 build the way the engine does, 
 same questions at batch 1 (the engine's session, with ORT's profiler on, after 3 untimed runs) and
 adds up the profiler's kernel times by operator type: ms per question (mean over the questions, so
 long inputs weigh more than in a median; ``run_ms_mean`` is the total to hold them against), share of
-the kernels' sum, and nodes per run. The profiler itself costs time, so the totals run higher than
-the bench's; read the shares, not the milliseconds. A question's windows run in one pass here; the engine
-gives ONNX Runtime on the CPU passes of at most ``CPU_PASS_TOKENS`` (2 windows of 384 tokens), so on a
-question longer than two windows the shares are of a larger pass than the engine runs.
+the kernels' sum, and nodes per question. The profiler itself costs time, so the totals run higher than
+the bench's; read the shares, not the milliseconds. A question's windows run in the engine's passes
+(:func:`variants.answering.qa.run_windows`: on the CPU at most ``CPU_PASS_TOKENS`` tokens a pass), and
+``run_ms_*`` add up a question's passes; records before 2026-11-28 ran each question in one pass.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
-from variants.answering.qa import DecodeSettings, tokenize
+from variants.answering.qa import DecodeSettings, model_passes, run_windows, tokenize
 from variants.answering.runtime import OrtQAModel, cpu_threads
 from variants.benchmarking.bench import load_data
 from variants.benchmarking.options import DEFAULT_DATA
@@ -39,17 +39,25 @@ BUILDS = {"ORT-optimized FP32": ["optimize"], "INT8": ["optimize", "int8"]}
 
 
 def op_times(graph: Path, windows: list, threads: int, prefix: str, warmup: int = 3) -> dict:
-    """Run ``windows`` through ``graph`` (the engine's session, ORT's profiler on) after ``warmup`` untimed
-    runs; per operator type, kernel ms per question (mean), share and nodes per run."""
+    """Run ``windows`` (one entry a question) through ``graph`` in the engine's passes (the engine's session,
+    ORT's profiler on) after ``warmup`` untimed questions; per operator type, kernel ms per question (mean),
+    share and nodes per question, and each question's run time (its passes added up)."""
     model = OrtQAModel(graph, threads=threads, profile_prefix=prefix)
+    batch = DecodeSettings().batch_size
     for w in windows[:warmup]:
-        model.run(w.inputs(model.input_names))
+        run_windows(model, w, batch)
     for w in windows:
-        model.run(w.inputs(model.input_names))
+        run_windows(model, w, batch)
     events = json.loads(Path(model.session.end_profiling()).read_text())
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    timed_from = runs[warmup - 1]["ts"] + runs[warmup - 1]["dur"] if warmup else 0
-    runs = [e["dur"] / 1000 for e in runs[warmup:]]
+    passes = [len(model_passes(model, w, batch)) for w in windows]
+    untimed = sum(passes[:warmup])
+    if len(runs) != untimed + sum(passes):
+        raise RuntimeError(f"ONNX Runtime's profile of {graph} holds {len(runs)} runs, not {untimed + sum(passes)}")
+    timed_from = runs[untimed - 1]["ts"] + runs[untimed - 1]["dur"] if untimed else 0
+    ends = np.cumsum(passes)
+    run_us = [e["dur"] for e in runs[untimed:]]
+    runs = [sum(run_us[end - k : end]) / 1000 for end, k in zip(ends, passes, strict=True)]
     kernel_us, nodes = defaultdict(float), defaultdict(int)
     for e in events:
         if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= timed_from:
