@@ -18,17 +18,19 @@ from variants.core.squad import QAExample, paired_bootstrap, question_f1, squad_
 
 
 def graphs_in_turns(
-    graphs: dict[str, Path], tokenizer: Any, examples: list[QAExample], threads: int, warmup: int = 5
+    graphs: dict[str, Path | Any], tokenizer: Any, examples: list[QAExample], threads: int, warmup: int = 5
 ) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
     """Each graph answers every question in ``examples`` at batch 1, the graphs taking turns as in the
-    bench's latency pass, with the bench's session settings; answers decided at threshold 0.
+    bench's latency pass, with the bench's session settings; answers decided at threshold 0. A graph is an
+    ONNX file (run in the engine's ONNX Runtime session) or a model already made with the engine's
+    ``LogitsModel`` interface and the ``path`` and ``size_bytes`` of its ONNX file.
 
     Returns, per graph, its scores, latency summary, size and operator counts (or its error), and
     each question's F1 in percent, for paired comparisons (:func:`variants.core.squad.paired_bootstrap`).
     """
-    models = {name: OrtQAModel(path, threads=threads) for name, path in graphs.items()}
+    models = {name: OrtQAModel(g, threads=threads) if isinstance(g, Path) else g for name, g in graphs.items()}
 
-    def answerer(model: OrtQAModel) -> Callable[[list[tuple[str, str]], int], list[tuple[str, None]]]:
+    def answerer(model: Any) -> Callable[[list[tuple[str, str]], int], list[tuple[str, None]]]:
         return lambda pairs, _batch: [(a.text, None) for a in answer_pairs(model, tokenizer, pairs)]
 
     timings = latency_pass({n: answerer(m) for n, m in models.items()}, examples, len(examples), warmup=warmup)
