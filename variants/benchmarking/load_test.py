@@ -136,7 +136,9 @@ def _round(value: float | None) -> float | None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m variants load-test", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clients", type=bounded(1, MAX_CLIENTS), default=32, help="concurrent clients (32)")
     parser.add_argument("--requests", type=bounded(1, MAX_REQUESTS), default=1000, help="requests in all (1000)")
     parser.add_argument("--pairs", type=bounded(1, 500), default=16, help="distinct (question, context) pairs")

@@ -120,7 +120,7 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m variants plot", description=__doc__.splitlines()[0])
     parser.add_argument("record", nargs="?", help="a record JSON file (default: the one for this machine)")
     parser.add_argument("--folder", default=str(RESULTS_DIR), help="where to look for records")
     parser.add_argument("--device", default=None, help="prefer records measured on cpu or cuda")

@@ -163,7 +163,9 @@ def soak(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m variants soak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clients", type=bounded(1, 16), default=4, help="concurrent clients (4)")
     parser.add_argument("--requests", type=bounded(1, MAX_REQUESTS), default=1000, help="requests per mode (1000)")
     parser.add_argument("--every", type=bounded(1, 10_000), default=100, help="read RSS every N requests (100)")

@@ -49,7 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ship, a pruned run: the folder its shared embeddings are read from once shipped (the shipped "
         "teacher's, e.g. assets/models/minilm-squad2; default: the run's teacher folder)",
     )
-    parser.add_argument("--out", required=True, help="folder to write the model to")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="finetune, prune: the folder to write the trained model to; card, ship, dense: the trained model "
+        "folder to read (card writes its README.md there)",
+    )
     parser.add_argument("--base", default=DEFAULT_BASE, help="finetune: model folder or Hub id")
     parser.add_argument("--teacher", default="", help="prune: the fine-tuned model folder")
     run_control = parser.add_argument_group("interruptible runs")
