@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-from variants.answering.overlap import log_prior, window_overlap
+from variants.answering.overlap import log_prior, paragraph_prior, window_overlap
 from variants.answering.qa import (
     WINDOW_RULES,
     DecodeSettings,
@@ -426,6 +426,49 @@ def test_the_logits_rule_ranks_spans_by_raw_logits_across_windows(tokenizer):
     assert by_max.text == "rome" and by_logits.text == "madrid"
     assert 0.0 < by_logits.score <= 1.0 and by_logits.score == by_logits.span_score
     assert math.isclose(by_logits.null_margin, -1.0 * 2 - 8.0 * 2, abs_tol=1e-3)
+
+
+def test_the_paragraph_weight_takes_the_answer_in_the_paragraph_the_question_was_asked_of(tokenizer):
+    """Two spans in different paragraphs and windows, each sure against its own null: "near" without its
+    weights takes the surer one ("rome", in a paragraph that shares no rare word of the question); with a
+    paragraph weight the one in the paragraph that holds the question's words ("madrid", though further
+    from them than any span radius), decided against its own window's null. Without blank lines the context
+    is one paragraph and the weight changes nothing."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    gold_paragraph = "the river flows through the valley . " + "people came in the year one . " * 3 + "it is madrid ."
+    parts = ["the capital is rome .", "the city was founded in the year one . " * 6, gold_paragraph]
+    question = "which river flows through the valley ?"
+
+    def asked(context, **fields):
+        settings = DecodeSettings(48, 16, windows="near", focus=0.0, near=0.0, **fields)
+        return answer(SureOfBoth(decoy, gold), tokenizer, question, context, settings)
+
+    paragraphs = "\n\n".join(parts)
+    assert asked(paragraphs).text == "rome"
+    weighed = asked(paragraphs, paragraph=2.0)
+    assert weighed.text == "madrid" and 0.0 < weighed.score <= 1.0 and weighed.null_score < 1e-3
+    assert weighed.null_margin == pytest.approx(math.log(weighed.null_score / weighed.span_score))
+    assert asked(" ".join(parts), paragraph=2.0).text == "rome"  # one paragraph: no weight to give
+
+
+def test_paragraph_prior_counts_each_token_once_and_favours_the_questions_paragraph():
+    """Two overlapping windows over a context of three paragraphs: the shared tokens count once, the
+    paragraph holding both query terms gets the highest prior, the priors are a distribution, and a
+    context of one paragraph gets 0."""
+    context = "a b\n\nc d\n\ne f"  # paragraphs start at characters 0, 5 and 10
+    ids = np.array([[1, 2, 3, 4], [3, 4, 5, 6]])  # a b c d | c d e f: "c d" in both windows
+    offsets = np.array([[[0, 1], [2, 3], [5, 6], [7, 8]], [[5, 6], [7, 8], [10, 11], [12, 13]]])
+    mask = np.ones((2, 4), dtype=bool)
+    starts, prior = paragraph_prior(context, ids, offsets, mask, np.array([0, 1]), np.array([3, 4]), 1.0)
+    assert starts.tolist() == [0, 5, 10]
+    assert int(np.argmax(prior)) == 1 and np.exp(prior).sum() == pytest.approx(1.0)
+    assert prior[0] == pytest.approx(prior[2])
+    whole_ids = np.array([[1, 2, 3, 4, 5, 6]])  # the same tokens in one window, each once
+    whole_offsets = np.concatenate([offsets[0], offsets[1][2:]])[None]
+    once = paragraph_prior(context, whole_ids, whole_offsets, np.ones((1, 6), dtype=bool), np.array([0]),
+                           np.array([3, 4]), 1.0)[1]  # fmt: skip
+    assert once == pytest.approx(prior)  # the windows' overlap did not count "c d" twice
+    assert paragraph_prior("a b c d", ids, offsets, mask, np.array([0, 1]), np.array([3]), 1.0)[1].tolist() == [0.0]
 
 
 def test_the_near_rule_takes_the_span_beside_the_questions_words(tokenizer):

@@ -15,10 +15,13 @@ ids the tokenizer returned, with no second tokenization and no dependency for ev
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 K1 = 1.2
 B = 0.75
+PARAGRAPH_BREAK = re.compile(r"\n[ \t\r]*\n")  # a blank line
 
 
 def query_terms(
@@ -73,3 +76,36 @@ def log_prior(scores: np.ndarray, owner: np.ndarray, weight: float) -> np.ndarra
         top = x.max()
         prior[rows] = x - top - np.log(np.exp(x - top).sum())
     return prior
+
+
+def paragraph_prior(
+    context: str,
+    ids: np.ndarray,
+    offsets: np.ndarray,
+    context_mask: np.ndarray,
+    rows: np.ndarray,
+    query: np.ndarray,
+    weight: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """ln P(paragraph | question) for the paragraphs of one context (split at blank lines): a softmax of
+    ``weight`` x each paragraph's BM25 against the question's terms ``query``, IDF over the paragraphs. Its
+    tokens are the context tokens of the windows ``rows`` (``ids``, ``offsets``: token ids and character
+    offsets of every window), each counted once however many windows hold it. Returns the paragraphs'
+    first characters and their log priors: all 0 for a context of one paragraph."""
+    starts = np.array([0] + [m.end() for m in PARAGRAPH_BREAK.finditer(context)])
+    if len(starts) == 1 or not len(query):
+        return starts, np.zeros(len(starts))
+    mask = context_mask[rows]
+    positions, first = np.unique(offsets[rows][..., 0][mask], return_index=True)
+    tokens = ids[rows][mask][first]
+    paragraph = np.searchsorted(starts, positions, side="right") - 1
+    tf = np.zeros((len(starts), len(query)))
+    for j, term in enumerate(query):
+        np.add.at(tf[:, j], paragraph[tokens == term], 1.0)
+    n = np.count_nonzero(tf, axis=0)
+    idf = np.log1p((len(starts) - n + 0.5) / (n + 0.5))
+    lengths = np.bincount(paragraph, minlength=len(starts)).astype(float)
+    norm = K1 * (1 - B + B * lengths / max(lengths.mean(), 1.0))
+    x = weight * (idf * tf * (K1 + 1) / (tf + norm[:, None])).sum(axis=1)
+    top = x.max()
+    return starts, x - top - np.log(np.exp(x - top).sum())

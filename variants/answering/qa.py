@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from variants.answering.overlap import log_prior, query_terms, span_overlap, window_overlap
+from variants.answering.overlap import log_prior, paragraph_prior, query_terms, span_overlap, window_overlap
 from variants.core.text_check import looks_like_text
 
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
@@ -116,6 +116,9 @@ class DecodeSettings:
     # (0 is "focus"); chosen from weights 0.1 to 2 and radii 8 to 64 as above.
     near: float = 0.5
     near_radius: int = 32
+    # The "near" rule's weight on each answer's paragraph (a context's blank lines split it): ln P(paragraph), a
+    # softmax over the context's paragraphs of this weight x their BM25 against the question. 0: off.
+    paragraph: float = 0.0
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -401,11 +404,16 @@ def decode(
     weighed = settings.windows in ("focus", "near") and several  # windows (and spans) weighed by the question
     ids = np.asarray(windows.encoding["input_ids"]) if weighed else None
     terms = {}  # pair -> its question's token ids and their IDF over its windows ("near", several windows)
+    paragraphs = {}  # pair -> its paragraphs' first characters and log priors ("near" with a paragraph weight)
     if settings.windows == "near" and weighed:
+        offsets = np.asarray(windows.encoding["offset_mapping"]) if settings.paragraph else None
         for pair in np.unique(windows.owner):
             rows = np.flatnonzero(windows.owner == pair)
             if len(rows) > 1:
                 terms[pair] = query_terms(ids, windows.question_mask, windows.context_mask, rows)[:2]
+                if settings.paragraph:
+                    paragraphs[pair] = paragraph_prior(contexts[pair], ids, offsets, windows.context_mask, rows,
+                                                       terms[pair][0], settings.paragraph)  # fmt: skip
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -428,6 +436,9 @@ def decode(
                 query, idf = terms[pair]
                 around = span_overlap(ids[row], ctx, s, e, settings.near_radius, query, idf)
                 seen.near[row] = settings.near * around
+                if pair in paragraphs:  # the text's paragraph: the same for every window that holds it
+                    firsts, prior_of = paragraphs[pair]
+                    seen.near[row] += float(prior_of[np.searchsorted(firsts, seen.start, side="right") - 1])
     answers = []
     threshold = float(settings.null_threshold)
     prior = None  # ln P(window) under "focus"; None also where every pair has one window (it would be all 0)
