@@ -24,22 +24,17 @@ import onnx
 from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
-from experiments.probe import data_facts, f1_against, graphs_in_turns
-from variants.answering.runtime import cpu_threads
+from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup
 from variants.building.export import build_onnx_chain, ffn_output_products, quantize_int8
 from variants.building.storage import load_qa_model
 from variants.core.hardware import int8_settings
-from variants.training.evaluation import held_out_questions
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
-    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
-    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
-    parser.add_argument("--out", required=True)
+    held_out_arguments(parser)
     args = parser.parse_args(argv)
-    titles, examples = held_out_questions(args.data, [args.model])
+    titles, examples, threads = held_out_setup(args)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
             name: quantize_int8(fp32, Path(tmp) / f"int8-{i}", fp32_products=kept)
             for i, (name, kept) in enumerate(choices.items())
         }
-        results, per_question = graphs_in_turns(graphs, tokenizer, examples, args.threads or cpu_threads())
+        results, per_question = graphs_in_turns(graphs, tokenizer, examples, threads)
     f1_against(results, per_question, "FP32", "f1_vs_fp32")
     for name, result in results.items():
         result["fp32_products"] = choices.get(name)

@@ -27,12 +27,10 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
-from experiments.probe import data_facts, f1_against, graphs_in_turns, speed_against
-from variants.answering.runtime import cpu_threads
+from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup, speed_against
 from variants.building.export import build_onnx_chain, quantize_int8, quantized_weights
 from variants.building.storage import load_qa_model
 from variants.core.hardware import Int8Settings, int8_settings
-from variants.training.evaluation import held_out_questions
 
 FORMATS = {  # name -> how quantize_int8 builds it
     "U8U8": Int8Settings("QUInt8", False, "u8 weights"),
@@ -44,15 +42,9 @@ REFERENCE = "U8U8"
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
-    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
-    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
-    parser.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
-    parser.add_argument("--out", required=True)
+    held_out_arguments(parser)
     args = parser.parse_args(argv)
-    titles, examples = held_out_questions(args.data, [args.model])
-    examples = examples[: args.limit or None]
-    threads = args.threads or cpu_threads()
+    titles, examples, threads = held_out_setup(args)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = load_qa_model(args.model, compacted=True)
     started = time.time()

@@ -38,14 +38,13 @@ import numpy as np
 from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
-from experiments.probe import data_facts, f1_against, graphs_in_turns, speed_against
+from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup, speed_against
 from variants.answering.qa import DecodeSettings, tokenize
-from variants.answering.runtime import CPU_PASS_TOKENS, cpu_threads
+from variants.answering.runtime import CPU_PASS_TOKENS
 from variants.building.export import build_onnx_chain, quantize_int8
 from variants.building.storage import load_qa_model
 from variants.core.hardware import current_hardware
 from variants.core.squad import load_squad
-from variants.training.evaluation import held_out_questions
 
 REFERENCE = "ORT FP32"
 
@@ -113,20 +112,14 @@ def nncf_int8(plain: Path, out: Path, calibration: list[dict[str, np.ndarray]]) 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
-    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
-    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
-    parser.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
+    held_out_arguments(parser)
     parser.add_argument("--calibration", type=int, default=128, help="training windows NNCF calibrates on")
     parser.add_argument("--bucket", type=int, default=32, help="OpenVINO's inputs padded to a multiple of this")
-    parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     import nncf  # noqa: PLC0415
     import openvino as ov  # noqa: PLC0415
 
-    titles, examples = held_out_questions(args.data, [args.model])
-    examples = examples[: args.limit or None]
-    threads = args.threads or cpu_threads()
+    titles, examples, threads = held_out_setup(args)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = load_qa_model(args.model, compacted=True)
     max_length = DecodeSettings().max_length

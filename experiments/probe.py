@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +13,26 @@ import numpy as np
 import onnx
 
 from variants.answering.qa import answer_pairs
-from variants.answering.runtime import OrtQAModel
+from variants.answering.runtime import OrtQAModel, cpu_threads
 from variants.answering.timing import latency_pass, summarize
 from variants.core.squad import QAExample, paired_bootstrap, question_f1, squad_v2_scores
+from variants.training.evaluation import held_out_questions
+
+
+def held_out_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a probe that builds graphs of one pruned model and asks its held-out training questions."""
+    parser.add_argument("--model", required=True, help="a trained pruned model folder (train_config.json beside)")
+    parser.add_argument("--data", required=True, help="the training SQuAD v2 JSON file (its held-out articles)")
+    parser.add_argument("--threads", type=int, default=0, help="0: VARIANTS_THREADS, else all cores")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many questions (0: all)")
+    parser.add_argument("--out", required=True)
+
+
+def held_out_setup(args: argparse.Namespace) -> tuple[list[str], list[QAExample], int]:
+    """For :func:`held_out_arguments`: the held-out articles, their questions (the first ``--limit``) and the
+    threads to run on."""
+    titles, examples = held_out_questions(args.data, [args.model])
+    return titles, examples[: args.limit or None], args.threads or cpu_threads()
 
 
 def graphs_in_turns(
