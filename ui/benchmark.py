@@ -14,7 +14,7 @@ from variants.building.replica import LATENCY_ONLY
 from variants.core.hardware import current_hardware, device_kind, hardware_label
 from variants.core.squad import load_squad_json
 from variants.records import results
-from variants.records.record import VIEW_TITLES, Record
+from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_column, record_view
 from variants.serving.engine import Engine
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
@@ -71,8 +71,7 @@ VIEW_CHOICES = [  # (what the tab's control says, the view); the records keep th
 ]
 # The default view: people ask questions their passage answers, so the tab leads with F1 on SQuAD v2's answerable
 # questions at the app's rule (threshold 0: the record's "pipeline" view) and the share of them answered.
-DEFAULT_VIEW = "answerable"
-RECORD_VIEW = {"answerable": "pipeline"}  # the record's view each of the tab's views reads
+DEFAULT_VIEW = ANSWERABLE  # reads the record's threshold-0 view (variants.records.record.record_view)
 SHOWN_TITLES = {  # the header's words for the SQuAD v2 views (the answerable one has a sentence of its own)
     "pipeline": "all of SQuAD v2, " + VIEW_TITLES["pipeline"],
     "best": "all of SQuAD v2, " + VIEW_TITLES["best"].removeprefix("official SQuAD v2 "),
@@ -137,12 +136,7 @@ def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
     columns of ``view`` (the answerable view reads the record's threshold-0 view)."""
     if record is None:
         return None
-    return results.records_to_frame([record], view=RECORD_VIEW.get(view, view))
-
-
-def plotted_column(view: str) -> str:
-    """The frame column the accuracy chart plots for ``view``: F1 on the answerable questions, or on them all."""
-    return "has_ans_f1" if view == "answerable" else "f1"
+    return results.records_to_frame([record], view=record_view(view))
 
 
 def missing_numbers(frame, view: str) -> str:
@@ -337,11 +331,11 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
     """(header, scatter, table, seq-len chart, profile note, profile table, CSV path) for a record or none,
     accuracy as ``view`` has it."""
     frame = record_frame(record, view) if record is not None else None
-    csv = write_csv(frame, record, RECORD_VIEW.get(view, view)) if record is not None else None
+    csv = write_csv(frame, record, record_view(view)) if record is not None else None
     floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0
     return (
         record_header(record, note, view),
-        accuracy_figure(frame, floor, CHART_TITLES.get(view, view), y=plotted_column(view)),
+        accuracy_figure(frame, floor, CHART_TITLES.get(view, view), y=accuracy_column(view)),
         table_frame(frame, view),
         seq_len_figure(record),
         profile_note(record),

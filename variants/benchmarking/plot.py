@@ -20,14 +20,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ui.charts import accuracy_figure, no_answer_floor
+from ui.charts import Y_TITLES, accuracy_figure, no_answer_floor
 from ui.palette import PEER, variant_style
 from variants.core.hardware import hardware_label
-from variants.records.record import VIEW_TITLES, VIEWS, Record
+from variants.records.record import ANSWERABLE, SHOWN_VIEWS, VIEW_TITLES, Record, accuracy_column, record_view
 from variants.records.results import RESULTS_DIR, load_records, pick_record, records_to_frame
-
-ANSWERABLE = "answerable"  # the Benchmark tab's default view: F1 on the answerable questions at threshold 0
-CHOICES = (ANSWERABLE, *VIEWS)
 
 
 def _title(record: Record, view: str) -> str:
@@ -45,27 +42,19 @@ def _title(record: Record, view: str) -> str:
     return f"{record.preset} preset on {record.device}: {hardware}\n{what}"
 
 
-def _axis(view: str) -> tuple[str, str, str]:
-    """The record's view read for ``view``, the frame's column plotted, and the y axis' words."""
-    if view == ANSWERABLE:
-        return "pipeline", "has_ans_f1", "F1, answerable questions (%)"
-    return view, "f1", "SQuAD v2 F1 (%)"
-
-
 def _points(record: Record, view: str):
-    record_view, column, _ = _axis(view)
-    frame = records_to_frame([record], view=record_view)
-    return frame[frame[column].notna() & frame["p50_ms"].notna()]
+    frame = records_to_frame([record], view=record_view(view))
+    return frame[frame[accuracy_column(view)].notna() & frame["p50_ms"].notna()]
 
 
 def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path:
     """Write the chart for ``record`` to ``out`` (.png/.svg/.pdf with matplotlib, .html with plotly)."""
-    if view not in CHOICES:
-        raise ValueError(f"unknown view {view!r}; choose one of {CHOICES}")
+    if view not in SHOWN_VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {SHOWN_VIEWS}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     points = _points(record, view)
-    _, column, y_title = _axis(view)
+    column = accuracy_column(view)
     # Answering "no answer" to everything scores 0 on the answerable questions: the line marks the SQuAD v2 views.
     floor = None if view == ANSWERABLE else no_answer_floor(record)
     if out.suffix == ".html":
@@ -109,7 +98,7 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
     ax.set_ylim(0, 100)
     ax.set_xlim(left=0)
     ax.set_xlabel("median latency per question, batch 1 (ms), bar to p90")
-    ax.set_ylabel(y_title)
+    ax.set_ylabel(Y_TITLES[column])
     ax.set_title(_title(record, view), fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
@@ -127,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="output file (.png, .svg, .pdf or .html)")
     parser.add_argument(
         "--view",
-        choices=CHOICES,
+        choices=SHOWN_VIEWS,
         default=ANSWERABLE,
         help="which accuracy (default: the answerable questions at threshold 0, as the Benchmark tab)",
     )

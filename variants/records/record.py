@@ -37,6 +37,22 @@ VIEW_TITLES = {
     "best": "official SQuAD v2 best F1 (threshold chosen on these questions)",
     "calibrated": "at each model's calibrated threshold",
 }
+# A view shown (the Benchmark tab's default, `variants plot`'s) rather than recorded: F1 on the answerable questions
+# of the threshold-0 view, since people ask questions their passage answers.
+ANSWERABLE = "answerable"
+SHOWN_VIEWS = (ANSWERABLE, *VIEWS)
+
+
+def record_view(view: str) -> str:
+    """The recorded view a shown ``view`` reads (the answerable view reads threshold 0)."""
+    return "pipeline" if view == ANSWERABLE else view
+
+
+def accuracy_column(view: str) -> str:
+    """The frame column a chart of ``view`` plots: F1 on the answerable questions, or on them all."""
+    return "has_ans_f1" if view == ANSWERABLE else "f1"
+
+
 PEER = "peer"
 PEER_LABEL = "transformers pipeline"
 QUICK_NOISY_BELOW = 200  # questions: fewer make F1 differences of a few points noise (about ±7 points at 50)
