@@ -5,11 +5,11 @@
 
 From one ORT-optimized FP32 graph of the model, in this CPU's INT8 weight format: every product INT8,
 each layer's MatMuls left FP32 in turn (attention output and both FFN products; the fused
-Attention nodes carry no layer name and stay INT8), and the FFN output products (``variants.building.export.
-ffn_output_products``) left FP32. They answer the questions of the model's held-out training
-articles (not the test file) in turns at batch 1, decided at threshold 0; each is compared with the
-FP32 graph question by question (paired bootstrap). Latency here is only indicative: the bench
-measures the build it ships.
+Attention nodes carry no layer name and stay INT8), the FFN output products (``variants.building.export.
+ffn_output_products``) left FP32, and the QA head (``head_products``) left FP32. They answer the questions of the
+model's held-out training articles (not the test file) in turns at batch 1, decided at threshold 0; each is
+compared with the FP32 graph and with every product INT8, question by question (paired bootstrap). Latency
+here is only indicative: the bench measures the build it ships.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
 from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup
-from variants.building.export import build_onnx_chain, ffn_output_products, quantize_int8
+from variants.building.export import build_onnx_chain, ffn_output_products, head_products, quantize_int8
 from variants.building.storage import load_qa_model
 from variants.core.hardware import int8_settings
 
@@ -46,12 +46,14 @@ def main(argv: list[str] | None = None) -> dict:
         layers = sorted({name.split("layer.")[1].split("/")[0] for name in products if "layer." in name}, key=int)
         choices |= {f"layer {k} FP32": [n for n in products if f"layer.{k}/" in n] for k in layers}
         choices["FFN output products FP32"] = ffn_output_products(fp32)
+        choices["QA head FP32"] = head_products(fp32)
         graphs = {"FP32": fp32} | {
             name: quantize_int8(fp32, Path(tmp) / f"int8-{i}", fp32_products=kept)
             for i, (name, kept) in enumerate(choices.items())
         }
         results, per_question = graphs_in_turns(graphs, tokenizer, examples, threads)
     f1_against(results, per_question, "FP32", "f1_vs_fp32")
+    f1_against(results, per_question, "every product INT8", "f1_vs_every_product_int8")
     for name, result in results.items():
         result["fp32_products"] = choices.get(name)
     record = {
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
         "results": results,
     }
     save_probe_record(record, started, args.out)
-    print(json.dumps({n: (r.get("f1_at_zero"), r.get("f1_vs_fp32")) for n, r in results.items()}, indent=1))
+    against = ("f1_at_zero", "f1_vs_fp32", "f1_vs_every_product_int8")
+    print(json.dumps({n: [r.get(k) for k in against] for n, r in results.items()}, indent=1))
     return record
 
 

@@ -194,7 +194,7 @@ def test_int8_runs_and_stays_close(
     assert export.quantized_weights(path)["types"] == ["UINT8" if settings.weight_type == "QUInt8" else "INT8"]
     if cpu == "no-vnni":
         assert (settings.weight_type, settings.reduce_range) == ("QInt8", True)
-        expected = {"weight_type": "QInt8", "reduce_range": True, "fp32": "none"}
+        expected = {"weight_type": "QInt8", "reduce_range": True, "fp32": "head"}
         assert export.step_options("int8")["int8"] == expected
         assert export.quantized_weights(path)["max_abs"] <= 64  # 7 bits: u8 x s8 pairs stay inside int16
     ops = op_counts(path)
@@ -226,6 +226,21 @@ def test_int8_leaves_named_products_fp32(case: dict, optimized: bool, tmp_path: 
     path = export.quantize_int8(src, tmp_path, fp32_products=kept)
     assert len(kept) == 2 and quantization_report(tmp_path)["fp32_products"] == kept
     assert fp32_weight_products(path) == set(kept)
+    feed, reference = case["feed"], case["torch"]
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "exported"])
+def test_head_products_are_the_qa_head_and_stay_fp32(case: dict, optimized: bool, tmp_path: Path) -> None:
+    """``head_products`` finds the one product that makes the logits (the QA head), whatever the graph's
+    optimization; the chain's INT8 step leaves it, and only it, FP32, and the logits stay close."""
+    src = case["optimized"] if optimized else case["exported"]
+    head = export.head_products(src)
+    assert len(head) == 1 and "qa_outputs" in head[0]
+    assert not set(head) & set(export.ffn_output_products(src))
+    path = export.apply_step("int8", src, tmp_path, for_gpu=False)  # the engine's chain keeps it FP32
+    assert fp32_weight_products(path) == set(head) and quantization_report(tmp_path)["fp32_products"] == head
     feed, reference = case["feed"], case["torch"]
     scale = max(float(np.abs(r).max()) for r in reference)
     assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale

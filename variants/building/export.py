@@ -262,6 +262,30 @@ def ffn_output_products(path: Path) -> list[str]:
     return [n.name for n in graph.node if n.op_type == "MatMul" and n.input[0] in gelu_outputs]
 
 
+def head_products(path: Path) -> list[str]:
+    """The MatMuls that make the graph's outputs: for a ``*ForQuestionAnswering`` model its QA head
+    (``qa_outputs``, hidden size -> 2: the start and end logits), found from the outputs backwards up to the
+    first product on each path, so it holds whatever the head is named.
+
+    Dynamic INT8 quantizes its input, the last hidden state, with one scale for the whole tensor; the head
+    is a tiny share of the work, so it is the cheapest product to leave FP32 (docs/results.md, "The QA head").
+    """
+    graph = onnx.load(str(path), load_external_data=False).graph
+    producer = {out: node for node in graph.node for out in node.output}
+    heads, seen = [], set()
+    pending = [o.name for o in graph.output]
+    while pending:
+        node = producer.get(pending.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        if node.op_type == "MatMul":
+            heads.append(node.name)
+        else:
+            pending.extend(node.input)
+    return [n.name for n in graph.node if n.name in heads]  # graph order
+
+
 def quantize_int8(
     src: Path,
     out_dir: Path,
@@ -273,11 +297,11 @@ def quantize_int8(
     """Dynamic INT8 quantization for the CPU provider (activations quantized at run time).
 
     MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention), except the nodes named
-    in ``fp32_products`` (default none; :func:`ffn_output_products` names the usual candidates), which
-    stay FP32. ``per_channel`` (one scale per output column) is more accurate. ``settings`` (default:
-    this CPU's, :func:`variants.core.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8
-    weights: 8-bit s8 would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the
-    choice.
+    in ``fp32_products`` (default none), which stay FP32: the engine's chain names the QA head
+    (:func:`head_products`); :func:`ffn_output_products` names other candidates. ``per_channel`` (one scale
+    per output column) is more accurate. ``settings`` (default: this CPU's,
+    :func:`variants.core.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8 weights: 8-bit s8
+    would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the choice.
     """
     settings = settings or int8_settings()
     fp32_products = list(fp32_products or [])
@@ -317,8 +341,8 @@ def quantized_weights(path: Path) -> dict[str, Any]:
 def step_options(step: str, for_gpu: bool = False) -> dict[str, Any]:
     """What a build step's output depends on besides its input, for the cache keys of it and every later
     step: the optimizer's fusions (they differ by target), INT8's weight format and which products it
-    leaves FP32 (``"fp32": "none"``: every product INT8, the default of :func:`quantize_int8`, which the
-    chain uses).
+    leaves FP32 (``"fp32": "head"``: the chain keeps the QA head FP32, :func:`head_products`, and every
+    other product INT8; docs/results.md, "The QA head").
 
     An INT8 graph built on a CPU with VNNI (s8 weights) would saturate on one without, so the choice
     is part of the key and each kind of CPU builds and keeps its own.
@@ -328,7 +352,7 @@ def step_options(step: str, for_gpu: bool = False) -> dict[str, Any]:
     if step != "int8":
         return {}
     settings = int8_settings()
-    return {"int8": {"weight_type": settings.weight_type, "reduce_range": settings.reduce_range, "fp32": "none"}}
+    return {"int8": {"weight_type": settings.weight_type, "reduce_range": settings.reduce_range, "fp32": "head"}}
 
 
 # --- chain --------------------------------------------------------------------------------------
@@ -357,7 +381,7 @@ def apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
     if step == "fp16":
         return to_fp16(src, out_dir)
     if step == "int8":
-        return quantize_int8(src, out_dir)
+        return quantize_int8(src, out_dir, fp32_products=head_products(src))
     raise ValueError(f"unknown ONNX build step {step!r}; known: {STEPS}")
 
 
