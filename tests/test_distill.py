@@ -349,6 +349,24 @@ def test_a_refine_run_keeps_its_cut_flags_unless_it_started_from_another_model()
     assert cards.reproduce_command(from_elsewhere).endswith("--init runs/other")  # the model it started from
 
 
+def test_the_card_lists_only_the_settings_a_run_read():
+    parser = argparse.ArgumentParser()
+    train_cli.add_arguments(parser)
+    prune = ["prune", "--data", "d", "--out", "runs/p", "--teacher", "t"]
+    oneshot = vars(train_cli.config_from(parser.parse_args(prune)))
+    assert "head_share" not in cards.unused_settings(oneshot) and "hidden_weight" in cards.unused_settings(oneshot)
+    refine = vars(train_cli.config_from(parser.parse_args([*prune, "--recipe", "refine"])))
+    one_command = {**refine, "init": "runs/p/oneshot"}  # made its own cut: read its cut settings, not the steps
+    assert {"prune_steps", "keep_layers"} <= set(cards.unused_settings(one_command))
+    assert "head_share" not in cards.unused_settings(one_command)
+    from_elsewhere = {**refine, "init": "runs/other"}  # the cut came with that model
+    assert {"head_share", "ffn_share", "calib_examples", "prune_steps"} <= set(cards.unused_settings(from_elsewhere))
+    assert not {"init", "alpha", "hidden_weight", "epochs"} & set(cards.unused_settings(from_elsewhere))
+    finetune = vars(train_cli.config_from(parser.parse_args(["finetune", "--data", "d", "--out", "runs/f"])))
+    assert {"teacher", "head_share", "alpha", "recipe"} <= set(cards.unused_settings(finetune))
+    assert not {"epochs", "lr", "freeze_embeddings", "long_contexts"} & set(cards.unused_settings(finetune))
+
+
 def test_a_switch_is_named_alone_in_the_recipe_and_its_command():
     parser = argparse.ArgumentParser()
     train_cli.add_arguments(parser)

@@ -13,7 +13,7 @@ from variants.building import prune as pruning
 from variants.training import recipes
 from variants.training.evaluation import evaluate_folder
 from variants.training.features import data_name
-from variants.training.settings import RECIPES, TrainConfig
+from variants.training.settings import DISTILLING_ONLY, ONESHOT_ONLY, PRUNE_ONLY, RECIPES, TrainConfig
 
 
 def recipe_defaults(cfg: dict) -> dict:
@@ -39,6 +39,20 @@ def given_by_init(cfg: dict) -> tuple[str, ...]:
     if not started_elsewhere(cfg):
         return ("init",)
     return ("init", "head_share", "ffn_share", "min_heads", "min_neurons", "calib_examples")
+
+
+def unused_settings(cfg: dict) -> tuple[str, ...]:
+    """Settings saved in a run's ``train_config.json`` that its training did not read, left out of the card's
+    hyperparameter list: the cut settings of a run that took its cut from ``--init`` (:func:`given_by_init`),
+    the steps of a gradual cut when there was no cut to make, each recipe's settings the other reads, and every
+    pruning setting of a fine-tune."""
+    if cfg.get("stage") != "prune":
+        return PRUNE_ONLY
+    unused = [k for k in given_by_init(cfg) if k != "init"]
+    if cfg.get("init"):
+        unused.append("prune_steps")
+    unused += ONESHOT_ONLY if cfg.get("recipe") in ("gradual", "refine") else DISTILLING_ONLY
+    return tuple(unused)
 
 
 def as_flag(name: str, value: object) -> str:
@@ -334,7 +348,7 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         + (f", after {record['init_training_seconds'] / 60:.0f} min for the model it started from "
            f"({record['init_hardware'].get('cpu')})" if record.get("init_hardware") else ""),
         command=command,
-        hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out",)}, indent=2),
+        hyperparameters=json.dumps({k: v for k, v in cfg.items() if k not in ("out", *unused_settings(cfg))}, indent=2),
         **{k: (v if v is not None else float("nan")) for k, v in scores.items()},
     )  # fmt: skip
     (folder / "README.md").write_text(text)

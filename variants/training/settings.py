@@ -83,6 +83,12 @@ RECIPES: dict[str, dict] = {
 }  # fmt: skip
 
 
+# Settings only the prune stage reads (the fine-tune has no teacher and no cut).
+PRUNE_ONLY = (
+    "teacher_inputs", "teacher", "head_share", "ffn_share", "calib_examples", "alpha", "temperature", "recipe",
+    "prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "min_heads", "min_neurons",
+    "keep_layers", "drop_layers", "init",
+)  # fmt: skip
 # Settings only the distilling recipes (variants/training/distill.py) read: the one-shot recipe would ignore them.
 DISTILLING_ONLY = ("prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "init")
 # Settings only the one-shot recipe reads (the distilling recipes match the teacher's layers one to one).

@@ -1,0 +1,50 @@
+"""The README's results table says what the record it names says: every row's numbers, in the record's order."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _results_table(text: str) -> list[list[str]]:
+    """The rows of the first table under "## Results", each a list of cells, header and rule left out."""
+    section = text.split("\n## Results", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def _ratio(value: float, spread: list[float] | None) -> str:
+    text = f"{value:.2f}"
+    return text if spread is None else f"{text} ({spread[0]:.2f}–{spread[1]:.2f})"
+
+
+def _expected(entry: dict, optimum: str) -> list[str]:
+    """A row as the README writes it: F1 and answerable F1 at threshold 0, p50, × pipeline, × optimum INT8."""
+    accuracy, p50 = entry["accuracy"]["pipeline"], entry["latency_ms"]["p50"]
+    if entry["variant"] == "peer":
+        vs_pipeline = "1.00"
+    else:
+        vs_pipeline = _ratio(entry["speedup_vs_peer"], entry["speedup_vs_peer_range"])
+    if entry["variant"] == optimum:
+        vs_optimum = "1.00"
+    else:
+        median, low, high = entry["speedup_vs_peers"][optimum]
+        vs_optimum = _ratio(median, [low, high])
+    return [f"{accuracy['f1']:.2f}", f"{accuracy['has_ans_f1']:.2f}", f"{p50:.1f} ms", vs_pipeline, vs_optimum]
+
+
+def test_the_readme_table_is_the_record_it_names() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = re.search(r"Record: `(assets/results/[^`]+\.json)`", text)
+    assert named, "the README names the record its table comes from"
+    record = json.loads((ROOT / named.group(1)).read_text(encoding="utf-8"))
+    (optimum,) = [p["variant"] for p in record["peers"]]
+    entries = [record["peer"], *record["peers"], *record["variants"]]
+    rows = _results_table(text)
+    assert len(rows) == len(entries)
+    for row, entry in zip(rows, entries, strict=True):
+        cells = [re.sub(r"\*\*", "", cell) for cell in row[1:]]
+        assert cells == _expected(entry, optimum), (row[0], entry["variant"])
