@@ -65,7 +65,8 @@ they say.
 
 ``--logits-cache runs/probe-cache/<name>.pkl`` keeps every window's logits (by variant, question and context)
 in a local file, so that a new rule is decoded from the same logits without running the models again; the file
-names the models, window length and (when not 128) overlap it was made with, and a run with others refuses it.
+names the models, window length and (when not 128) overlap it was made with, and a run with others refuses it; a
+variant built otherwise since (its ``build`` facts, e.g. INT8's FP32 products) is run again.
 """
 
 from __future__ import annotations
@@ -139,6 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit(f"{cache_file} was made with {kept['made_with']}, not {made_with}")
         caches = kept["logits"]
     engine = probe_engine(args.preset, names, args.baseline, args.pruned, settings)
+    if caches is not None:  # a variant built another way since (say, INT8 with other FP32 products) runs again
+        builds = {name: getattr(engine.variants[name].model, "build", {}) for name in names}
+        for name in names:
+            if name in caches and kept.get("builds", {}).get(name, {}) != builds[name]:
+                print(f"{name}: built otherwise than its cached logits; running it again", flush=True)
+                del caches[name]
+        kept["builds"] = {**kept.get("builds", {}), **builds}
     try:
         report = lambda share, what: print(f"{share:.0%} {what}", flush=True)  # noqa: E731
         view = long_input_view(engine, examples, names, report, pool, rules, caches)
@@ -146,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         engine.close()
         if caches is not None:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
-            cache_file.write_bytes(pickle.dumps({"made_with": made_with, "logits": caches}))
+            cache_file.write_bytes(pickle.dumps({"made_with": made_with, "logits": caches, "builds": kept["builds"]}))
     data = {"file": Path(args.data).name, "titles": args.titles, "draw": args.draw, "seed": 0}
     data["focus_weights"] = args.focus_weights
     data["near"] = args.near
