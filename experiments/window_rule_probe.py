@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         caches = kept["logits"]
     engine = probe_engine(args.preset, names, args.baseline, args.pruned, settings)
     if caches is not None:  # a variant built another way since (say, INT8 with other FP32 products) runs again
-        builds = {name: getattr(engine.variants[name].model, "build", {}) for name in names}
+        builds = {name: dict(getattr(engine.variants[name].model, "build", None) or {}) for name in names}
         for name in names:
             if name in caches and kept.get("builds", {}).get(name, {}) != builds[name]:
                 print(f"{name}: built otherwise than its cached logits; running it again", flush=True)
