@@ -355,6 +355,7 @@ def test_the_card_lists_only_the_settings_a_run_read():
     prune = ["prune", "--data", "d", "--out", "runs/p", "--teacher", "t"]
     oneshot = vars(train_cli.config_from(parser.parse_args(prune)))
     assert "head_share" not in cards.unused_settings(oneshot) and "hidden_weight" in cards.unused_settings(oneshot)
+    assert "base" in cards.unused_settings(oneshot)  # a prune starts from its teacher
     refine = vars(train_cli.config_from(parser.parse_args([*prune, "--recipe", "refine"])))
     one_command = {**refine, "init": "runs/p/oneshot"}  # made its own cut: read its cut settings, not the steps
     assert {"prune_steps", "keep_layers"} <= set(cards.unused_settings(one_command))

@@ -246,6 +246,35 @@ def test_head_products_are_the_qa_head_and_stay_fp32(case: dict, optimized: bool
     assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
 
 
+def test_head_products_do_not_follow_a_shape_read(tmp_path: Path) -> None:
+    """A head whose output is reshaped by the hidden state's shape: the walk back from the outputs stops at the
+    head's product and does not reach the encoder's through ``Shape``, which reads no values."""
+    h = onnx.helper
+    floats = onnx.TensorProto.FLOAT
+    nodes = [
+        h.make_node("MatMul", ["x", "w1"], ["hidden"], name="encoder/MatMul"),
+        h.make_node("MatMul", ["hidden", "w2"], ["logits"], name="qa_outputs/MatMul"),
+        h.make_node("Shape", ["hidden"], ["shape"], name="Shape"),
+        h.make_node("Slice", ["shape", "zero", "two"], ["leading"], name="Slice"),
+        h.make_node("Concat", ["leading", "two"], ["target"], axis=0, name="Concat"),
+        h.make_node("Reshape", ["logits", "target"], ["y"], name="Reshape"),
+    ]
+    inits = [
+        onnx.numpy_helper.from_array(np.ones((8, 8), np.float32), "w1"),
+        onnx.numpy_helper.from_array(np.ones((8, 2), np.float32), "w2"),
+        onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        onnx.numpy_helper.from_array(np.array([2], np.int64), "two"),
+    ]
+    graph = h.make_graph(
+        nodes, "head", [h.make_tensor_value_info("x", floats, [1, 4, 8])],
+        [h.make_tensor_value_info("y", floats, [1, 4, 2])], inits,
+    )  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, tmp_path / "model.onnx")
+    assert export.head_products(tmp_path / "model.onnx") == ["qa_outputs/MatMul"]
+
+
 def test_fp16_conversion(case: dict, tmp_path: Path) -> None:
     path = export.to_fp16(case["optimized"], tmp_path)
     graph = onnx.load(path).graph

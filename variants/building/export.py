@@ -262,25 +262,29 @@ def ffn_output_products(path: Path) -> list[str]:
     return [n.name for n in graph.node if n.op_type == "MatMul" and n.input[0] in gelu_outputs]
 
 
+HEAD_PRODUCTS = frozenset({"MatMul", "Gemm"})
+SHAPE_ONLY = frozenset({"Shape", "Size"})  # read a tensor's shape, not its values
+
+
 def head_products(path: Path) -> list[str]:
-    """The MatMuls that make the graph's outputs: for a ``*ForQuestionAnswering`` model its QA head
+    """The products that make the graph's outputs: for a ``*ForQuestionAnswering`` model its QA head
     (``qa_outputs``, hidden size -> 2: the start and end logits), found from the outputs backwards up to the
-    first product on each path, so it holds whatever the head is named.
+    first product on each path that reads values (not through ``Shape``), so it holds whatever the head is named.
 
     Dynamic INT8 quantizes its input, the last hidden state, with one scale for the whole tensor; the head
     is a tiny share of the work, so it is the cheapest product to leave FP32 (docs/results.md, "The QA head").
     """
     graph = onnx.load(str(path), load_external_data=False).graph
     producer = {out: node for node in graph.node for out in node.output}
-    heads, seen = [], set()
+    heads, seen = set(), set()
     pending = [o.name for o in graph.output]
     while pending:
         node = producer.get(pending.pop())
-        if node is None or node.name in seen:
+        if node is None or id(node) in seen or node.op_type in SHAPE_ONLY:
             continue
-        seen.add(node.name)
-        if node.op_type == "MatMul":
-            heads.append(node.name)
+        seen.add(id(node))
+        if node.op_type in HEAD_PRODUCTS:
+            heads.add(node.name)
         else:
             pending.extend(node.input)
     return [n.name for n in graph.node if n.name in heads]  # graph order
@@ -381,7 +385,10 @@ def apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
     if step == "fp16":
         return to_fp16(src, out_dir)
     if step == "int8":
-        return quantize_int8(src, out_dir, fp32_products=head_products(src))
+        head = head_products(src)
+        if len(head) != 1:  # a QA model's logits come from one product; kept FP32 anyway, but it costs time
+            log.warning("%s: %d products make the outputs (%s); all stay FP32 in INT8", src, len(head), head)
+        return quantize_int8(src, out_dir, fp32_products=head)
     raise ValueError(f"unknown ONNX build step {step!r}; known: {STEPS}")
 
 

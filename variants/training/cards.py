@@ -44,11 +44,11 @@ def given_by_init(cfg: dict) -> tuple[str, ...]:
 def unused_settings(cfg: dict) -> tuple[str, ...]:
     """Settings saved in a run's ``train_config.json`` that its training did not read, left out of the card's
     hyperparameter list: the cut settings of a run that took its cut from ``--init`` (:func:`given_by_init`),
-    the steps of a gradual cut when there was no cut to make, each recipe's settings the other reads, and every
-    pruning setting of a fine-tune."""
+    the steps of a gradual cut when there was no cut to make, each recipe's settings the other reads, a prune's
+    ``base`` (its model is the teacher) and every pruning setting of a fine-tune."""
     if cfg.get("stage") != "prune":
         return PRUNE_ONLY
-    unused = [k for k in given_by_init(cfg) if k != "init"]
+    unused = ["base", *(k for k in given_by_init(cfg) if k != "init")]  # the teacher is the prune stage's model
     if cfg.get("init"):
         unused.append("prune_steps")
     unused += ONESHOT_ONLY if cfg.get("recipe") in ("gradual", "refine") else DISTILLING_ONLY
