@@ -181,7 +181,7 @@ def test_corrupt_cached_model_is_rebuilt_on_the_next_load(tiny_qa_dir, tiny_prun
 
 
 def test_disk_full_during_a_build_leaves_nothing_to_trust(tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch):
-    def quantize_until_the_disk_is_full(src: Path, out_dir: Path) -> Path:
+    def quantize_until_the_disk_is_full(src: Path, out_dir: Path, **options) -> Path:
         (Path(out_dir) / "model.onnx").write_bytes(b"half a model")
         raise OSError(errno.ENOSPC, "No space left on device")
 
