@@ -89,6 +89,7 @@ PRUNE_ONLY = (
     "prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "min_heads", "min_neurons",
     "keep_layers", "drop_layers", "init",
 )  # fmt: skip
+
 # Settings only the distilling recipes (variants/training/distill.py) read: the one-shot recipe would ignore them.
 DISTILLING_ONLY = ("prune_steps", "hidden_weight", "null_weight", "null_loss", "attention_weight", "init")
 # Settings only the one-shot recipe reads (the distilling recipes match the teacher's layers one to one).
