@@ -64,8 +64,9 @@ F1 on single paragraphs at most 0.5 below, and the Ask tab's long-passage probe
 they say.
 
 ``--sentence 0.25,...`` adds ``near`` with a span's surroundings taken as its sentence instead of ``radius`` tokens
-either side (the context tokens of its window between the sentence ends around the span, the span's own tokens left
-out; sentences end at ., ! or ? before white space, and at paragraph breaks), at each weight, labelled ``near
+either side (the context tokens of its window in the sentence the span starts in, the span's own tokens left out,
+so that a span running on into the next sentence gets no credit there: fixed before any numbers, when a test showed
+it; sentences end at ., ! or ? before white space, and at paragraph breaks), at each weight, labelled ``near
 sentence <weight>``: a SQuAD question is most often a rewording of the sentence that holds its answer, and a fixed
 radius crosses into neighbouring sentences or stops short of a long one. The rule for it, written before its
 numbers were seen (issue 41, 2026-11-28, the session from 09:25 UTC): on the 300 choosing questions above, with
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--stride", type=int, default=0, help="tokens neighbouring windows share (0: the default)")
     parser.add_argument("--focus-weights", default="", help="the focus rule at these weights too (comma-separated)")
     parser.add_argument("--near", default="", help="the near rule at these weight:radius pairs too (e.g. 0.5:32)")
+    parser.add_argument("--sentence", default="", help="near with the span's sentence as its surroundings, weights")
     parser.add_argument("--paragraph", default="", help="near with its paragraph weight at these values too")
     parser.add_argument("--logits-cache", help="a local file keeping the windows' logits between runs")
     parser.add_argument("--out", help="where to write the record (default: print only)")
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
     for pair in filter(None, args.near.split(",")):
         weight, radius = pair.split(":")
         rules[f"near {pair}"] = {"windows": "near", "near": float(weight), "near_radius": int(radius)}
+    for weight in filter(None, args.sentence.split(",")):
+        rules[f"near sentence {weight}"] = {"windows": "near", "near": float(weight), "near_sentence": True}
     for weight in filter(None, args.paragraph.split(",")):
         rules[f"near+paragraph {weight}"] = {"windows": "near", "paragraph": float(weight)}
     windowing = {k: v for k, v in (("max_length", args.max_length), ("stride", args.stride)) if v}
@@ -191,6 +195,7 @@ def main(argv: list[str] | None = None) -> dict:
     data["focus_weights"] = args.focus_weights
     data["near"] = args.near
     data["paragraph"] = args.paragraph
+    data["sentence"] = args.sentence
     data["max_length"] = settings.max_length
     data["stride"] = settings.stride
     record = {"kind": "window-rule-probe", "method": __doc__, "data": data, "long_inputs": view}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import numpy as np
 import pytest
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-from variants.answering.overlap import log_prior, paragraph_prior, window_overlap
+from variants.answering.overlap import log_prior, paragraph_prior, token_sentences, window_overlap
 from variants.answering.qa import (
     WINDOW_RULES,
     DecodeSettings,
@@ -490,3 +491,30 @@ def test_the_near_rule_takes_the_span_beside_the_questions_words(tokenizer):
     assert near.null_margin == pytest.approx(math.log(near.null_score / near.span_score))
     assert asked(windows="near", near=0.0, near_radius=4).text == "rome"
     assert asked(tail, windows="near", near=1.0, near_radius=4).text == "rome"  # one window: as every rule
+
+
+def test_near_can_take_a_spans_sentence_as_its_surroundings(tokenizer):
+    """The question's words end the sentence before "rome" (within 4 tokens of it) and open the long sentence
+    that ends with "madrid" (more than 4 tokens before it): four tokens either side credit "rome", its sentence
+    credits "madrid"; on one window every rule agrees, sentence or not."""
+    decoy, gold = tokenizer.convert_tokens_to_ids(["rome", "madrid"])
+    tail = "the longest river . rome was built . "
+    tail += "the longest river of the country was named after people from spain by madrid ."
+    context = "the city was founded in the year one . " * 16 + tail
+    question = "which river is the longest in the country ?"
+
+    def asked(text=context, **fields):
+        return answer(SureOfBoth(decoy, gold), tokenizer, question, text, DecodeSettings(64, 16, **fields))
+
+    assert asked(windows="near", near=4.0, near_radius=4).text == "rome"
+    by_sentence = asked(windows="near", near=4.0, near_radius=4, near_sentence=True)
+    assert by_sentence.text == "madrid" and 0.0 < by_sentence.score <= 1.0
+    assert asked(tail, windows="near", near=4.0, near_sentence=True).text == "rome"
+
+
+def test_sentences_end_at_stops_before_white_space_and_at_blank_lines():
+    context = 'He said "go." Then U.S. troops left!  Why?\n\nNew part'
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", context)]
+    numbers = token_sentences(context, np.array(words)).tolist()
+    # He said "go." | Then U.S. | troops left! | Why? | New part  ("U.S." ends one: a rule, not a splitter)
+    assert numbers == [0, 0, 0, 1, 1, 2, 2, 3, 4, 4]

@@ -22,6 +22,10 @@ import numpy as np
 K1 = 1.2
 B = 0.75
 PARAGRAPH_BREAK = re.compile(r"\n[ \t\r]*\n")  # a blank line
+# Where a sentence ends: ., ! or ? (and any closing quotes or brackets) before white space, or a paragraph break.
+# A rule, not a sentence splitter: "U.S. Army" splits after "U.S."; for weighing a span's surroundings a sentence
+# cut short now and then costs little, and it keeps every Space free of a tokenizer model to install.
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n[ \t\r]*\n")
 
 
 def query_terms(
@@ -54,13 +58,27 @@ def window_overlap(
 
 
 def span_overlap(
-    ids: np.ndarray, context: np.ndarray, start: int, end: int, radius: int, query: np.ndarray, idf: np.ndarray
+    ids: np.ndarray,
+    context: np.ndarray,
+    start: int,
+    end: int,
+    radius: int,
+    query: np.ndarray,
+    idf: np.ndarray,
+    sentence: np.ndarray | None = None,
 ) -> float:
     """BM25 (without length normalization: every neighbourhood is as long) of the context tokens within
     ``radius`` tokens before ``start`` and after ``end`` in one window (``ids``, ``context``: its token ids
     and context mask), against the question's terms ``query`` weighed by ``idf``. The span's own tokens
-    are left out: an answer seldom repeats the question's words, its surroundings usually do."""
-    around = np.r_[max(0, start - radius) : start, end + 1 : min(len(ids), end + 1 + radius)]
+    are left out: an answer seldom repeats the question's words, its surroundings usually do. With
+    ``sentence`` (each token's sentence number in the window, :func:`token_sentences`) the surroundings are the
+    window's tokens of the sentence the span starts in instead, however far it reaches."""
+    if sentence is None:
+        around = np.r_[max(0, start - radius) : start, end + 1 : min(len(ids), end + 1 + radius)]
+    else:
+        inside = sentence == sentence[start]  # a span that runs on into the next sentence gets no credit there
+        inside[start : end + 1] = False
+        around = np.flatnonzero(inside)
     near = ids[around[context[around]]]
     tf = (near[:, None] == query).sum(axis=0).astype(float)
     return float((idf * tf * (K1 + 1) / (tf + K1)).sum())
@@ -109,3 +127,10 @@ def paragraph_prior(
     x = weight * (idf * tf * (K1 + 1) / (tf + norm[:, None])).sum(axis=1)
     top = x.max()
     return starts, x - top - np.log(np.exp(x - top).sum())
+
+
+def token_sentences(context: str, offsets: np.ndarray) -> np.ndarray:
+    """Each token's sentence number in ``context`` (:data:`SENTENCE_END` splits it), from the tokens' character
+    ``offsets`` ([tokens, 2]) in one window; meaningful for its context tokens only."""
+    starts = np.array([0] + [m.end() for m in SENTENCE_END.finditer(context)])
+    return np.searchsorted(starts, offsets[:, 0], side="right") - 1

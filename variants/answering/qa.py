@@ -22,7 +22,14 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from variants.answering.overlap import log_prior, paragraph_prior, query_terms, span_overlap, window_overlap
+from variants.answering.overlap import (
+    log_prior,
+    paragraph_prior,
+    query_terms,
+    span_overlap,
+    token_sentences,
+    window_overlap,
+)
 from variants.core.text_check import looks_like_text
 
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
@@ -120,6 +127,9 @@ class DecodeSettings:
     # softmax over the context's paragraphs of this weight x their BM25 against the question. 0: off (weights 0.25
     # to 2 were tried on the same 300 questions and none was ahead of 0: docs/results.md, "Long passages").
     paragraph: float = 0.0
+    # The "near" rule's surroundings of a span: its sentence (within its window) instead of near_radius tokens
+    # either side. Off: weighed on the same 300 questions by a rule written first (docs/results.md).
+    near_sentence: bool = False
     handle_impossible: bool = True
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
@@ -407,7 +417,8 @@ def decode(
     terms = {}  # pair -> its question's token ids and their IDF over its windows ("near", several windows)
     paragraphs = {}  # pair -> its paragraphs' first characters and log priors ("near" with a paragraph weight)
     if settings.windows == "near" and weighed:
-        offsets = np.asarray(windows.encoding["offset_mapping"]) if settings.paragraph else None
+        needs_offsets = settings.paragraph or settings.near_sentence
+        offsets = np.asarray(windows.encoding["offset_mapping"]) if needs_offsets else None
         for pair in np.unique(windows.owner):
             rows = np.flatnonzero(windows.owner == pair)
             if len(rows) > 1:
@@ -415,6 +426,7 @@ def decode(
                 if settings.paragraph:
                     paragraphs[pair] = paragraph_prior(contexts[pair], ids, offsets, windows.context_mask, rows,
                                                        terms[pair][0], settings.paragraph)  # fmt: skip
+    sentences = {}  # window -> each token's sentence number ("near" with near_sentence)
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -435,7 +447,9 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
             if pair in terms and row not in seen.near:
                 query, idf = terms[pair]
-                around = span_overlap(ids[row], ctx, s, e, settings.near_radius, query, idf)
+                if settings.near_sentence and row not in sentences:
+                    sentences[row] = token_sentences(contexts[pair], offsets[row])
+                around = span_overlap(ids[row], ctx, s, e, settings.near_radius, query, idf, sentences.get(row))
                 seen.near[row] = settings.near * around
                 if pair in paragraphs:  # the text's paragraph: the same for every window that holds it
                     firsts, prior_of = paragraphs[pair]
