@@ -125,7 +125,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         choices=WINDOW_RULES,
         default=env_text(WINDOWS_ENV) or DecodeSettings.windows,
         help="how a long context's windows are combined: 'near' (as 'focus', each span also weighed by how much "
-        "of the question's wording stands around it), 'focus' (as 'odds', each window weighed by how much of "
+        "of the question's wording stands in its sentence), 'focus' (as 'odds', each window weighed by how much of "
         "the question's wording it holds), 'odds' (the span whose window rates it highest against "
         "that window's own 'no answer'), 'logits' (BERT's SQuAD v2 rule: raw start + end logits across windows "
         "against the lowest 'no answer' logits), 'window' (the best single window's span against that window's "

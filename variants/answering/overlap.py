@@ -129,8 +129,12 @@ def paragraph_prior(
     return starts, x - top - np.log(np.exp(x - top).sum())
 
 
-def token_sentences(context: str, offsets: np.ndarray) -> np.ndarray:
-    """Each token's sentence number in ``context`` (:data:`SENTENCE_END` splits it), from the tokens' character
-    ``offsets`` ([tokens, 2]) in one window; meaningful for its context tokens only."""
-    starts = np.array([0] + [m.end() for m in SENTENCE_END.finditer(context)])
+def sentence_starts(context: str) -> np.ndarray:
+    """The first character of each sentence of ``context`` (:data:`SENTENCE_END` splits it)."""
+    return np.array([0] + [m.end() for m in SENTENCE_END.finditer(context)])
+
+
+def token_sentences(starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each token's sentence number from the sentences' first characters (:func:`sentence_starts`) and the
+    tokens' character ``offsets`` ([tokens, 2]) in one window; meaningful for its context tokens only."""
     return np.searchsorted(starts, offsets[:, 0], side="right") - 1
