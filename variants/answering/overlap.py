@@ -67,7 +67,8 @@ def span_overlap(
     idf: np.ndarray,
     sentence: np.ndarray | None = None,
 ) -> float:
-    """BM25 (without length normalization: every neighbourhood is as long) of the context tokens within
+    """BM25 (without length normalization: every radius neighbourhood is as long; a sentence is weighed the same
+    way, so a long one holds more chances of the question's words) of the context tokens within
     ``radius`` tokens before ``start`` and after ``end`` in one window (``ids``, ``context``: its token ids
     and context mask), against the question's terms ``query`` weighed by ``idf``. The span's own tokens
     are left out: an answer seldom repeats the question's words, its surroundings usually do. With
