@@ -150,7 +150,12 @@ def main(argv: list[str] | None = None) -> dict:
         rules[f"focus {weight}"] = {"windows": "focus", "focus": float(weight)}
     for pair in filter(None, args.near.split(",")):
         weight, radius = pair.split(":")
-        rules[f"near {pair}"] = {"windows": "near", "near": float(weight), "near_radius": int(radius)}
+        rules[f"near {pair}"] = {  # tokens either side, not the sentence (the default since 2026-11-28)
+            "windows": "near",
+            "near": float(weight),
+            "near_radius": int(radius),
+            "near_sentence": False,
+        }
     for weight in filter(None, args.sentence.split(",")):
         rules[f"near sentence {weight}"] = {"windows": "near", "near": float(weight), "near_sentence": True}
     for weight in filter(None, args.paragraph.split(",")):
