@@ -519,3 +519,6 @@ def test_sentences_end_at_stops_before_white_space_and_at_blank_lines():
     numbers = token_sentences(sentence_starts(context), np.array(words)).tolist()
     # He said "go." | Then U.S. | troops left! | Why? | New part  ("U.S." ends one: a rule, not a splitter)
     assert numbers == [0, 0, 0, 1, 1, 2, 2, 3, 4, 4]
+    # byte-level BPE and SentencePiece tokens carry the space before a word: "ĠThen" is (13, 18), not (14, 18)
+    assert token_sentences(sentence_starts(context), np.array([[9, 13], [13, 18]])).tolist() == [0, 1]
+    assert sentence_starts("He said “go.” Then")[1] == context.index("Then")

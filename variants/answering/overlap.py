@@ -25,7 +25,7 @@ PARAGRAPH_BREAK = re.compile(r"\n[ \t\r]*\n")  # a blank line
 # Where a sentence ends: ., ! or ? (and any closing quotes or brackets) before white space, or a paragraph break.
 # A rule, not a sentence splitter: "U.S. Army" splits after "U.S."; for weighing a span's surroundings a sentence
 # cut short now and then costs little, and it keeps every Space free of a tokenizer model to install.
-SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n[ \t\r]*\n")
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|\n[ \t\r]*\n")
 
 
 def query_terms(
@@ -137,5 +137,7 @@ def sentence_starts(context: str) -> np.ndarray:
 
 def token_sentences(starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Each token's sentence number from the sentences' first characters (:func:`sentence_starts`) and the
-    tokens' character ``offsets`` ([tokens, 2]) in one window; meaningful for its context tokens only."""
-    return np.searchsorted(starts, offsets[:, 0], side="right") - 1
+    tokens' character ``offsets`` ([tokens, 2]) in one window; meaningful for its context tokens only. A token
+    is placed by its last character: byte-level BPE and SentencePiece tokens carry the white space before a
+    word, which belongs to the sentence before."""
+    return np.searchsorted(starts, np.maximum(offsets[:, 1] - 1, offsets[:, 0]), side="right") - 1

@@ -111,12 +111,13 @@ class DecodeSettings:
     # "no answer" when ln(null score / best span score) > threshold; 0 is transformers' pipeline.
     # (Engine sets it per model from its threshold mode, e.g. "calibrated".)
     null_threshold: float = 0.0
-    # How the windows of a long context are combined: one of WINDOW_RULES. "near" at weight 0.5, radius 32 (and
-    # "focus"'s 0.25 under it), chosen on 300 questions of the two held-out training articles asked about their
-    # whole article (the highest answerable F1 there averaged over the baseline trained with whole-article
-    # windows and the shipped INT8 build, ahead of "focus" by 3.4 points, by a rule written down first:
-    # experiments/window_rule_probe.py), then reported on the bench's sample (docs/results.md, "Long
-    # passages"); on one window every rule agrees; "focus", "odds" and "pipeline" stay available by name.
+    # How the windows of a long context are combined: one of WINDOW_RULES. "near" (first at weight 0.5, radius
+    # 32, now each span's sentence at weight 1.0, below; "focus"'s 0.25 under it), chosen on 300 questions of the
+    # two held-out training articles asked about their whole article (the highest answerable F1 there averaged
+    # over the baseline trained with whole-article windows and the shipped INT8 build, ahead of "focus" by 3.4
+    # points, by a rule written down first: experiments/window_rule_probe.py), then reported on the bench's
+    # sample (docs/results.md, "Long passages"); on one window every rule agrees; "focus", "odds" and
+    # "pipeline" stay available by name.
     windows: str = "near"
     # The "focus" rule's weight on each window's BM25 (ln P(window) = focus x BM25 - logsumexp over windows):
     # 0 is "odds"; large keeps only the window most like the question. Chosen from 0.1 to 4 the same way.
