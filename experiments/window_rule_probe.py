@@ -39,7 +39,8 @@ ahead of ``focus`` there by at least 0.5 point (a few of 147 answerable question
 lead by chance), its F1 over all questions on whole articles is at most 1 point below ``focus``'s, and its
 answerable F1 on single paragraphs at most 0.5 below; then the sample's numbers are reported whatever they say.
 
-``--paragraph 0.25,...`` adds ``near`` with each answer text also weighed by its paragraph (a context's blank
+``--paragraph 0.25,...`` adds ``near`` (as shipped at the time of the run: since 2026-11-28 with each span's
+sentence) with each answer text also weighed by its paragraph (a context's blank
 lines split it into paragraphs; ln P(paragraph), a softmax over the context's paragraphs of the weight x each
 paragraph's BM25 against the question, IDF over the paragraphs: the paragraph retrieval of DrQA-style systems,
 where the window prior of ``focus`` mixes about three paragraphs), labelled ``near+paragraph <weight>``. The
@@ -83,9 +84,9 @@ assets/data/squad_v2_dev_sample.json --answerable --draw 500`` is a second, larg
 held-out articles, independent of the bench's sample (written before its numbers, 2026-11-28, the session from
 09:25 UTC): the shipped baseline and the shipped INT8 build under the shipped rule (``near``), 500 seeded
 answerable `dev.json` questions the sample does not hold, on the same 15 articles. It chooses nothing and
-changes no verdict: the sample's gap (5.23 then; 5.22 with the sentence rule) stays the reported measure against issue
-41's 5 points; it says
-whether that miss is a quarter point of noise around a gap under 5 or a gap that more questions confirm.
+changes no verdict: the sample's gap (5.23 then; 5.22 with the sentence rule) stays the reported measure against
+issue 41's 5 points; it says whether that miss is a quarter point of noise around a gap under 5 or a gap that more
+questions confirm.
 
 ``--logits-cache runs/probe-cache/<name>.pkl`` keeps every window's logits (by variant, question and context)
 in a local file, so that a new rule is decoded from the same logits without running the models again; the file
