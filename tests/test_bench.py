@@ -14,7 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from variants.__main__ import main
-from variants.answering.qa import WINDOW_RULES
+from variants.answering.qa import WINDOW_RULES, DecodeSettings
 from variants.answering.timing import latency_passes, seq_len_sweep, summarize
 from variants.benchmarking import accuracy, bench, long_inputs, peer, plot, quick
 from variants.benchmarking import cli as bench_cli
@@ -142,6 +142,7 @@ def test_record_top_level(cli_run, squad_file):
     settings = record["settings"]
     assert (settings["max_length"], settings["stride"], settings["max_answer_length"]) == (384, 128, 30)
     assert "threads" in settings and settings["latency_samples"] == 8 and settings["latency_passes"] == 2
+    assert settings["windows"] == DecodeSettings().window_rule() and settings["windows"]["rule"] == "near"
 
 
 def test_each_variant_is_measured(cli_run):

@@ -140,6 +140,13 @@ class DecodeSettings:
     align_to_words: bool = True
     batch_size: int = 32  # windows per forward pass
 
+    def window_rule(self) -> dict:
+        """How a long context's windows are combined, with every setting the rule reads (for records)."""
+        return {
+            "rule": self.windows,
+            **{k: getattr(self, k) for k in ("focus", "near", "near_radius", "near_sentence", "paragraph")},
+        }
+
 
 @dataclass(frozen=True)
 class Answer:

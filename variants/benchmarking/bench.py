@@ -90,10 +90,7 @@ def run_settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
         "max_answer_length": settings.max_answer_length,
         "null_thresholds": "every view is measured: 0 (pipeline), best on these questions, each model's calibrated",
         "window_batch_size": settings.batch_size,
-        "windows": {  # how a long context's windows are combined (variants.answering.qa.WINDOW_RULES)
-            "rule": settings.windows,
-            **{k: getattr(settings, k) for k in ("focus", "near", "near_radius", "near_sentence", "paragraph")},
-        },
+        "windows": settings.window_rule(),
         "threads": threads,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(options).items()},
     }

@@ -282,7 +282,7 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
     if data is not None:
         scores, seconds = evaluate_folder(folder, data, compact=pruned)
         # The window rule decides the few questions whose paragraph runs past one window (153 of dev.json's 4,940)
-        windows = DecodeSettings().windows
+        windows = DecodeSettings().window_rule()
         record["evaluation"] = {"data": Path(data).name, "seconds": round(seconds, 1), "windows": windows, **scores}
         (folder / "train_config.json").write_text(json.dumps(record, indent=2))
     scores = {k: v for k, v in record["evaluation"].items() if k not in ("data", "seconds", "windows")}
