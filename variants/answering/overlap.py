@@ -111,7 +111,7 @@ def paragraph_prior(
     tokens are the context tokens of the windows ``rows`` (``ids``, ``offsets``: token ids and character
     offsets of every window), each counted once however many windows hold it. Returns the paragraphs'
     first characters and their log priors: all 0 for a context of one paragraph."""
-    starts = np.array([0] + [m.end() for m in PARAGRAPH_BREAK.finditer(context)])
+    starts = starts_after(PARAGRAPH_BREAK, context)
     if len(starts) == 1 or not len(query):
         return starts, np.zeros(len(starts))
     mask = context_mask[rows]
@@ -130,9 +130,14 @@ def paragraph_prior(
     return starts, x - top - np.log(np.exp(x - top).sum())
 
 
+def starts_after(breaks: re.Pattern, context: str) -> np.ndarray:
+    """The first character of each piece of ``context`` that ``breaks`` (a paragraph or sentence end) splits."""
+    return np.array([0] + [m.end() for m in breaks.finditer(context)])
+
+
 def sentence_starts(context: str) -> np.ndarray:
     """The first character of each sentence of ``context`` (:data:`SENTENCE_END` splits it)."""
-    return np.array([0] + [m.end() for m in SENTENCE_END.finditer(context)])
+    return starts_after(SENTENCE_END, context)
 
 
 def token_sentences(starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -429,6 +429,7 @@ def decode(
     ids = np.asarray(windows.encoding["input_ids"]) if weighed else None
     terms = {}  # pair -> its question's token ids and their IDF over its windows ("near", several windows)
     paragraphs = {}  # pair -> its paragraphs' first characters and log priors ("near" with a paragraph weight)
+    sentences = {}  # window -> each token's sentence number ("near" with near_sentence, several windows)
     if settings.windows == "near" and weighed:
         needs_offsets = settings.paragraph or settings.near_sentence
         offsets = np.asarray(windows.encoding["offset_mapping"]) if needs_offsets else None
@@ -439,8 +440,9 @@ def decode(
                 if settings.paragraph:
                     paragraphs[pair] = paragraph_prior(contexts[pair], ids, offsets, windows.context_mask, rows,
                                                        terms[pair][0], settings.paragraph)  # fmt: skip
-    sentences = {}  # window -> each token's sentence number ("near" with near_sentence)
-    firsts_of = {}  # pair -> its context's sentences' first characters
+                if settings.near_sentence:
+                    firsts = sentence_starts(contexts[pair])
+                    sentences.update({row: token_sentences(firsts, offsets[row]) for row in rows})
     for row, pair in enumerate(windows.owner):
         ctx = windows.context_mask[row]
         cls = windows.cls_index[row]
@@ -461,10 +463,6 @@ def decode(
             seen.by_row[row] = seen.by_row.get(row, 0.0) + score
             if pair in terms and row not in seen.near:
                 query, idf = terms[pair]
-                if settings.near_sentence and row not in sentences:
-                    if pair not in firsts_of:
-                        firsts_of[pair] = sentence_starts(contexts[pair])
-                    sentences[row] = token_sentences(firsts_of[pair], offsets[row])
                 around = span_overlap(ids[row], ctx, s, e, settings.near_radius, query, idf, sentences.get(row))
                 seen.near[row] = settings.near * around
                 if pair in paragraphs:  # the text's paragraph: the same for every window that holds it
