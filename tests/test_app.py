@@ -34,6 +34,7 @@ from ui.benchmark import (
     stored_record,
     stored_records,
     table_frame,
+    weights_note,
 )
 from ui.cards import card_html, summary_html
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
@@ -325,6 +326,25 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     single_pass = table_frame(record_frame(record).assign(speedup_vs_baseline_low=None))
     assert "× baseline, range over passes" not in single_pass.columns and "× baseline" in single_pass.columns
     assert "f1" in Path(csv).read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_benchmark_tab_says_when_a_record_measured_other_weights(engine, results_dir: Path) -> None:
+    record, _ = stored_record(engine, results_dir)
+    weights = engine.weights()
+    assert set(weights) == {v.spec.name for v in engine.loaded}
+    assert all(w.startswith("sha256:") for w in weights.values())
+    assert weights_note(record, weights) == ""  # a record from before weights were kept: nothing to compare
+
+    def with_weights(pick) -> object:
+        return dataclasses.replace(record, variants=[dataclasses.replace(e, weights=pick(e)) for e in record.variants])
+
+    same = with_weights(lambda e: weights[e.variant])
+    assert weights_note(same, weights) == ""
+    int8 = next(e.variant for e in record.variants if "int8" in e.variant)
+    other = with_weights(lambda e: "sha256:0" if e.variant == int8 else weights[e.variant])
+    note = weights_note(other, weights)
+    assert "other model weights" in note and "INT8" in note and "Baseline" not in note
+    assert "other model weights" in benchmark_outputs(other, note)[0]
 
 
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:

@@ -156,6 +156,7 @@ def test_each_variant_is_measured(cli_run):
         assert e["build"] == {}  # PyTorch variants have no ONNX build steps to report
         assert (e["device"], e["provider"], e["dtype"], e["backend"]) == ("cpu", "PyTorch", "fp32", "torch")
         assert e["size_mb"] > 0 and e["parameters"] > 0 and e["load_seconds"] >= 0
+        assert e["weights"].startswith("sha256:")  # what it measured, the same in every clone
         lat = e["latency_ms"]
         assert lat["n"] == 16  # 8 questions, 2 passes
         assert len(e["latency_pass_p50_ms"]) == 2 and all(p > 0 for p in e["latency_pass_p50_ms"])
@@ -224,6 +225,7 @@ def test_peer_is_measured_alongside(cli_run):
     assert peer["accuracy"]["best"] is None and peer["accuracy"]["calibrated"] is None
     base = next(e for e in record["variants"] if e["variant"] == "baseline")
     assert peer["parameters"] == base["parameters"]
+    assert peer["weights"] == base["weights"]  # the pipeline runs the baseline's weights
     # The engine's decoding is the pipeline's: same answers, same scores.
     assert peer["agreement_with_baseline"] == 1.0
     for key in ("f1", "exact", "has_ans_f1", "no_ans_f1"):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
-from variants.building.sources import SourceUnavailable, resolve
+from variants.building.sources import SourceUnavailable, resolve, weights_identity
 
 
 @pytest.fixture
@@ -39,3 +42,23 @@ def test_missing_folder_and_bad_ids(tmp_path, offline):
         resolve(str(tmp_path))
     with pytest.raises(SourceUnavailable, match="valid Hub model id"):
         resolve("not a valid id!!")
+
+
+def test_weights_identity_follows_the_weights_not_the_folder_or_its_card(tiny_qa_dir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_qa_dir, copy, copy_function=shutil.copy)  # new modification times, as in a clone
+    first, second = resolve(str(tiny_qa_dir)), resolve(str(copy))
+    assert first.identity != second.identity
+    assert weights_identity(first) == weights_identity(second)
+    assert weights_identity(first).startswith("sha256:")
+
+    (copy / "README.md").write_text("a card edited\n")
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "qa_note": "edited"}))
+    assert weights_identity(resolve(str(copy))) == weights_identity(first)  # what it computes is unchanged
+
+    weights = next(p for p in copy.iterdir() if p.suffix in (".safetensors", ".bin"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert weights_identity(resolve(str(copy))) != weights_identity(first)

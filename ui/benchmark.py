@@ -106,6 +106,19 @@ def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | No
     return record, f"No record was measured on this machine ({here}, {engine.device}); showing the closest one."
 
 
+def weights_note(record: Record | None, weights: dict[str, str]) -> str:
+    """A sentence when ``record`` measured other model weights than this app runs (``weights``: the engine's
+    {variant: identity}); empty when they match or cannot be compared (records from before they were kept)."""
+    differ = results.other_weights(record, weights) if record is not None else []
+    if not differ:
+        return ""
+    names = ", ".join(e.short_label for e in differ)
+    return (
+        f"This record measured other model weights than this app runs for {names}: its numbers are those "
+        "weights', not these. Run python -m variants bench to measure these."
+    )
+
+
 def record_key(record: Record) -> str:
     """A record's value in the chooser: its file for a stored one, its creation time for a quick run."""
     return f"file:{record.file}" if record.file else f"quick:{record.created}"
@@ -379,7 +392,12 @@ def select_outputs(record: Record | None, note: str, view: str) -> tuple:
 def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path, run_quick: QuickBenchmark):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
-    header0, scatter0, table0, sweep0, profile_note0, profile0, csv0 = benchmark_outputs(record, note)
+    weights = engine.weights()
+
+    def notes(picked: Record | None) -> str:
+        return " ".join(text for text in (note if picked is record else "", weights_note(picked, weights)) if text)
+
+    header0, scatter0, table0, sweep0, profile_note0, profile0, csv0 = benchmark_outputs(record, notes(record))
     quick_runs = gr.State([])
     with gr.Row(equal_height=True):
         choice = gr.Dropdown(
@@ -434,7 +452,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
 
     def select(key: str, chosen_view: str, runs: list[Record]) -> tuple:
         picked = find_record(key, stored, runs or [])
-        return select_outputs(picked, note if picked is record else "", chosen_view)
+        return select_outputs(picked, notes(picked), chosen_view)
 
     gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
     run.click(

@@ -99,6 +99,7 @@ def run_settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
 def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
     """A runner per loaded variant, and an entry per variant (one that failed to load carries its error)."""
     runners, entries = [], []
+    weights = engine.weights()
     for loaded in engine.loaded:
         spec = loaded.spec
         entry = VariantEntry(
@@ -110,6 +111,7 @@ def variant_runners(engine: Any) -> tuple[list[Runner], list[VariantEntry]]:
             calibrated_threshold=loaded.calibrated_threshold,
             latency_only=spec.latency_only,
             error=None if loaded.ok else loaded.error or "not loaded",
+            weights=weights.get(spec.name),
         )
         entries.append(entry)
         if loaded.ok:

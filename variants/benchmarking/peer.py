@@ -13,7 +13,7 @@ from variants.answering.timing import (
 )
 from variants.benchmarking.options import Runner
 from variants.building.cache import ArtifactCache, cache_key
-from variants.building.sources import resolve
+from variants.building.sources import resolve, weights_identity
 from variants.core import hardware
 from variants.core import spec as specs
 from variants.core.versions import artifact_versions
@@ -64,6 +64,7 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
         parameters=sum(p.numel() for p in pipe.model.parameters()),
         load_seconds=round(load_seconds, 3),
         source=path,
+        weights=weights_identity(resolve(path)),
     )
     return Runner(PEER, pipeline_answerer(pipe, engine.settings), entry)
 
@@ -151,6 +152,7 @@ def optimum_int8_runner(engine: Any, args: argparse.Namespace | None = None, thr
         size_mb=round(onnx_file.stat().st_size / 1e6, 1),
         load_seconds=round(load_seconds, 3),
         source=str(source.path),
+        weights=weights_identity(source),
         build={"quantization": isa, "is_static": False, "per_channel": False, "threads": options.intra_op_num_threads},
     )
     # dynamic INT8: activation scales come from the whole call, so its accuracy is measured one question a call

@@ -6,7 +6,9 @@ Without network (or with ``HF_HUB_OFFLINE=1``) a Hub id that is not in the local
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from variants.building import replica
@@ -29,6 +31,11 @@ IGNORE_PATTERNS = [
     "openvino/*",
     "*.gguf",
 ]
+
+
+# The files that hold what a model computes: its weights, and the compacted store's record of what was cut.
+# Not config.json, cards or training records, which are edited without changing a single answer's logits.
+WEIGHT_FILES = ("*.safetensors", "*.bin", "compact.json")
 
 
 class SourceUnavailable(RuntimeError):
@@ -93,3 +100,24 @@ def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[st
         raise SourceUnavailable(offline_message(source, type(exc).__name__)) from None
     path = Path(path)
     return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)
+
+
+def weights_identity(resolved: ResolvedSource) -> str:
+    """What a benchmark record names as the weights it measured: for a local folder the SHA-256 of its weight
+    files' contents (:data:`WEIGHT_FILES`; the same in every clone, unlike the folder fingerprint, which reads
+    modification times), otherwise the source's own identity (a Hub id at its commit, a replica's cache key)."""
+    if not resolved.is_local or resolved.source.startswith("replica:"):
+        return resolved.identity
+    return "sha256:" + _weights_digest(str(resolved.path), resolved.identity)
+
+
+@lru_cache(maxsize=32)
+def _weights_digest(folder: str, fingerprint: str) -> str:
+    """The digest of ``folder``'s weight files, read once per folder state (``fingerprint`` changes with any
+    rewrite)."""
+    digest = hashlib.sha256()
+    root = Path(folder)
+    for path in sorted({p for pattern in WEIGHT_FILES for p in root.glob(pattern) if p.is_file()}):
+        with path.open("rb") as f:
+            digest.update(f"{path.name}\0".encode() + hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()[:16]

@@ -171,6 +171,9 @@ class VariantEntry:
     error: str | None = None
     latency_only: bool = False
     source: str | None = None
+    # what it computed with: variants.building.sources.weights_identity (a content digest for local folders);
+    # None in records from before it was kept
+    weights: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as read
 
     @property

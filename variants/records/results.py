@@ -80,6 +80,12 @@ COLUMNS = [
 ]
 
 
+def other_weights(record: Record, weights: dict[str, str]) -> list[VariantEntry]:
+    """The variants of ``record`` that measured other weights than ``weights`` ({variant: identity}, as
+    ``Engine.weights`` gives) names for them; a variant either side does not identify is not compared."""
+    return [e for e in record.variants if e.weights and weights.get(e.variant) not in (None, e.weights)]
+
+
 def same_hardware(record: Record | dict[str, Any], hardware: dict[str, Any]) -> bool:
     """Whether ``record`` was measured on hardware like ``hardware`` (same GPU, or same CPU and cores)."""
     record = as_record(record)

@@ -31,7 +31,7 @@ from variants.answering.qa import (
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
 from variants.answering.timing import SERVED, TimingRule
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
-from variants.building.sources import ResolvedSource, SourceUnavailable
+from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.batching import Batcher, BatchingConfig
@@ -224,6 +224,18 @@ class Engine:
     def source(self, spec: specs.VariantSpec) -> ResolvedSource:
         """The spec's source resolved to a local folder (see :class:`variants.building.build.VariantBuilder`)."""
         return self._builder.source(spec)
+
+    def weights(self) -> dict[str, str]:
+        """Each variant's weights as records name them (:func:`~variants.building.sources.weights_identity`),
+        for the variants whose source resolves; benchmark records carry the same per entry, so a record of
+        other weights can say so."""
+        out = {}
+        for spec in {s.name: s for s in [*self.specs, *(v.spec for v in self.loaded)]}.values():
+            try:
+                out[spec.name] = weights_identity(self.source(spec))
+            except Exception as exc:  # a source that does not resolve has no identity to compare
+                log.debug("no weights identity for %s: %s", spec.name, exc)
+        return out
 
     def _settings_for(self, built: BuiltVariant) -> DecodeSettings:
         """The engine's settings for one variant: the window no longer than the model's positions allow,
