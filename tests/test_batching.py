@@ -12,6 +12,7 @@ import pytest
 from app_helpers import TINY_SETTINGS, tiny_engine
 
 from variants.answering.qa import InputError
+from variants.answering.timing import TimingRule
 from variants.core.squad import load_squad_json
 from variants.serving.batching import Batcher, BatchingConfig
 from variants.serving.engine import load_engine
@@ -190,3 +191,23 @@ def test_input_errors_still_reach_the_caller_with_batching(tiny_qa_dir, artifact
         with pytest.raises(InputError, match="too long"):
             engine.ask("why " * 200, "paris is the capital of france.")  # too many tokens for a 128-token window
         assert engine.ask("what is the capital?", "paris is the capital of france.")[0].error is None
+
+
+def test_a_request_running_on_a_variant_that_is_removed_finishes(tiny_qa_dir, artifacts_dir) -> None:
+    """Replacing or removing a variant closes its batcher; a request already timing on it goes on alone."""
+    with load_engine(
+        "embedded",
+        "cpu",
+        {"baseline": str(tiny_qa_dir)},
+        fallback=False,
+        cache_dir=artifacts_dir,
+        settings=TINY_SETTINGS,
+        names=["baseline"],
+        batching=BatchingConfig(max_wait_ms=1),
+    ) as engine:
+        stream = engine.ask_stream("what is the capital?", "paris is the capital of france.", rule=TimingRule(runs=3))
+        assert next(stream).phase == "answering"  # answered once, its timed runs still to come
+        engine.remove_variant("baseline")
+        *_, last = stream
+        result = last.results["baseline"]
+        assert result.error is None and result.timed_runs == 3 and result.answer

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,23 @@ def test_the_bench_measures_int8_accuracy_one_question_per_call(engine):
     examples = [QAExample(f"q{i}", QUESTION, CONTEXT, ("paris",), (0,)) for i in range(3)]
     accuracy.measure_accuracy(counted, examples, accuracy.accuracy_batch(counted, options))
     assert calls == [1, 1, 1]
+
+
+def test_requests_on_one_variant_from_several_threads_take_turns_at_its_tokenizer(engine):
+    """A fast tokenizer called from two threads at once fails ("Already borrowed"): the Ask tab, /v1/answer, a
+    quick benchmark and a batcher's thread can all reach one variant's tokenizer together."""
+    context = "Paris is the capital of France. " * 200  # several windows: long tokenizer calls
+    errors = []
+
+    def ask(question: str) -> None:
+        for _ in range(6):
+            result = engine.answer_one("baseline", question, context)
+            if result.error:
+                errors.append(result.error)
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in ("Où est Paris ?", "What is the capital of France?")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -104,7 +104,7 @@ def test_deciding_later_gives_the_answers_of_decoding_at_a_threshold(tokenizer):
 def test_threshold_modes_parse_from_text():
     assert parse_null_threshold("0") == 0.0 and parse_null_threshold(" -4.5 ") == -4.5
     assert parse_null_threshold("Calibrated") == "calibrated" and parse_null_threshold(2) == 2.0
-    for bad in ("", "auto", "nan"):
+    for bad in ("", "auto", "nan", float("nan")):
         with pytest.raises(ValueError, match="null threshold"):
             parse_null_threshold(bad)
     assert resolve_null_threshold("calibrated", -6.5) == -6.5

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -133,11 +134,23 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     with pytest.raises(RemoteError, match="Please type a question") as refused:
         client.answer("", "Paris is the capital of France.")
     assert refused.value.status == 422
+    with pytest.raises(RemoteError, match="too long") as too_long:  # found only while tokenizing, in the batch
+        client.answer("? " * 499, "Paris is the capital of France.")
+    assert too_long.value.status == 422
+    # The same response as the in-process route: what was timed, and timed runs when asked for (then alone)
+    url = f"http://127.0.0.1:{cluster}{routes[INT8]}/v1/answer"
+    (question, context), want = requests[0], expected[0]
+    served = httpx.post(url, json={"question": question, "context": context}, timeout=60).json()
+    assert served["timed_runs"] == 1 and served["timing"].startswith("1 timed run")  # INT8: never in a batch
+    timed = httpx.post(url, json={"question": question, "context": context, "runs": 3, "warmup": True}, timeout=60)
+    assert timed.status_code == 200, timed.text
+    body = timed.json()
+    assert body["timed_runs"] == 3 and body["latency_min_ms"] <= body["latency_ms"] <= body["latency_max_ms"]
+    assert (body["answer"], body["start"]) == (want.answer, want.start) and "warm-up" in body["timing"]
 
     # The app on top (python app.py --backend URL): the same answers on the same cards, which say where they ran;
     # a variant the backend does not serve says so on its card.
     engine = remote_engine(f"http://127.0.0.1:{cluster}", "embedded", "cpu", names=["baseline", INT8])
-    (question, context), want = requests[0], expected[0]
     results = {r.variant: r for r in engine.ask(question, context, repeats=3)}
     got = results[INT8]
     assert (got.answer, got.start, got.end, got.dtype) == (want.answer, want.start, want.end, "int8")

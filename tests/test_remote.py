@@ -4,12 +4,15 @@ runs the same engine against a real Ray cluster)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI, HTTPException
 
 from ui.cards import cards_html
+from variants.answering.qa import CALIBRATED_THRESHOLD
 from variants.benchmarking.options import DEFAULT_DATA
 from variants.benchmarking.quick import quick_benchmark
 from variants.benchmarking.served_latency import LoopbackServer
@@ -25,8 +28,13 @@ QUESTION, CONTEXT = "what is the capital of france?", "paris is the capital of f
 
 @pytest.fixture(scope="module")
 def backend(tiny_qa_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The tiny model served as variant "baseline" at /baseline/v1/..., as Ray Serve mounts a variant."""
-    spec = VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True)
+    """The tiny model served as variant "baseline" at /baseline/v1/..., as Ray Serve mounts a variant, with a
+    calibrated null threshold of its own."""
+    folder = tmp_path_factory.mktemp("calibrated") / "model"
+    shutil.copytree(tiny_qa_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, CALIBRATED_THRESHOLD: -3.25}))
+    spec = VariantSpec("baseline", "Baseline", str(folder), (), True)
     with load_engine(variant_specs=[spec], device="cpu", cache_dir=tmp_path_factory.mktemp("remote")) as engine:
         app = FastAPI()
         app.include_router(router(engine), prefix=variant_route("baseline"))
@@ -43,6 +51,13 @@ def test_remote_engine_answers_as_the_engine_with_the_requests_threshold(backend
         assert (got.answer, got.start, got.end, got.score) == (want.answer, want.start, want.end, want.score)
         assert got.error is None and len(got.latency_runs) == 2 and got.provider == "PyTorch"
     assert remote.answer_one("baseline", QUESTION, CONTEXT, null_threshold=-1e9).answer == ""  # always "no answer"
+    # "calibrated": the replica decides with its model's threshold, and the card shows that one
+    calibrated = remote.answer_one("baseline", QUESTION, CONTEXT, null_threshold="calibrated")
+    assert (
+        calibrated.null_threshold
+        == local.answer_one("baseline", QUESTION, CONTEXT, null_threshold="calibrated").null_threshold
+    )
+    assert calibrated.null_threshold == -3.25
     pruned = remote.answer_one("pruned", QUESTION, CONTEXT)
     assert pruned.error == f"Not served at {url}/pruned: start it with python -m variants serve --ray --variants pruned"
     results = {r.variant: r for r in remote.ask(QUESTION, CONTEXT)}

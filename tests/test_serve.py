@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,12 @@ def test_errors_are_http_statuses(client) -> None:
     bad = c.post("/v1/answer", json={"question": " ", "context": CONTEXT})
     assert bad.status_code == 422 and "question" in bad.json()["detail"]
     assert c.post("/v1/answer", json={"context": CONTEXT}).status_code == 422  # missing field
+    # found only while tokenizing: a question that leaves the context no room in a window
+    long = c.post("/v1/answer", json={"question": "? " * 499, "context": CONTEXT})
+    assert long.status_code == 422 and "too long" in long.json()["detail"]
+    body = json.dumps({"question": QUESTION, "context": CONTEXT, "null_threshold": float("nan")})  # Python writes NaN
+    nan = c.post("/v1/answer", content=body, headers={"content-type": "application/json"})
+    assert nan.status_code == 422 and "NaN" in nan.json()["detail"]  # a number, not only the text "nan"
 
 
 def test_route_rides_beside_a_gradio_app(client) -> None:

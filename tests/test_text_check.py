@@ -43,3 +43,9 @@ def test_the_line_is_a_share_of_the_characters() -> None:
     assert not looks_like_text("\x00\x01\x02" + "\ufffd" * 5 + "ab")  # mostly controls and replacement characters
     assert not_text_share("a\ud800") == 0.5  # a lone surrogate: an undecodable byte kept by surrogateescape
     assert not_text_share("a\ue000") == 0.5  # private use
+
+
+def test_nothing_visible_is_not_text() -> None:
+    assert not looks_like_text("\u200b" * 50)  # zero-width spaces: past an empty-input check, shows nothing
+    assert not looks_like_text("\u200b \u2028\u00a0\ufeff")
+    assert looks_like_text("\u200bParis\u200b") and looks_like_text("42") and looks_like_text("…")

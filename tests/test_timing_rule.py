@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from app_helpers import CONTEXT, QUESTION, tiny_engine
 from fastapi.testclient import TestClient
@@ -16,7 +17,7 @@ from fastapi.testclient import TestClient
 from ui.ask import make_answer_api, make_ask
 from ui.cards import card_html, size_words, speed_words, summary_html
 from ui.charts import latency_figure
-from variants.answering.timing import SERVED, TimingRule, same_size, size_ratio, speedup, spread
+from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, TimingRule, same_size, size_ratio, speedup, spread
 from variants.cli import ask_main
 from variants.serving.http import create_app
 from variants.serving.outcome import VariantResult
@@ -157,6 +158,10 @@ def test_answer_api_and_v1_route_follow_the_rule(engine) -> None:
     body = client.post("/v1/answer", json=asked).json()
     assert body["timed_runs"] == 3 and body["latency_min_ms"] <= body["latency_ms"] <= body["latency_max_ms"]
     assert client.post("/v1/answer", json={**asked, "runs": 0}).status_code == 422
+    # one cap on the runs a request may ask for, in both APIs: no call holds every variant for long
+    assert client.post("/v1/answer", json={**asked, "runs": MAX_REQUEST_RUNS + 1}).status_code == 422
+    with pytest.raises(gr.Error, match=f"at most {MAX_REQUEST_RUNS}"):
+        make_answer_api(engine)(CONTEXT, QUESTION, None, MAX_REQUEST_RUNS + 1, 0)
 
 
 def test_ask_tab_leaves_out_what_is_ticked(engine) -> None:

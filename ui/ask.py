@@ -7,7 +7,7 @@ from pathlib import Path
 import gradio as gr
 
 from variants.answering.qa import InputError, parse_null_threshold
-from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule
+from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule, request_rule
 from variants.building import custom
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
@@ -171,8 +171,8 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
         default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
         Timing: every variant answers once untimed, then they take turns, one timed run each per round,
-        for at most `runs` rounds (default 5) while the next round fits in `budget_s` seconds for the whole
-        call (default 10; empty or 0: no limit), and at least one.
+        for at most `runs` rounds (default 5, at most 100) while the next round fits in `budget_s` seconds for
+        the whole call (default 12; empty or 0: no limit), and at least one.
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
         latency_ms (the median of the timed runs), latency_runs, latency_min_ms, latency_max_ms, timed_runs
         (k), runs_asked, budget_s, timing (what was done, in words), null_threshold, device, provider, dtype,
@@ -183,7 +183,7 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         """
         try:
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
-            timing = TimingRule(runs=int(runs), budget_s=float(budget_s) if budget_s else None)
+            timing = request_rule(int(runs), float(budget_s) if budget_s else None)
             return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold, rule=timing)]
         except (InputError, ValueError) as exc:
             raise gr.Error(str(exc)) from None

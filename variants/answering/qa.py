@@ -17,6 +17,8 @@ The null threshold is on the log-odds of "no answer" against the best span,
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -72,14 +74,14 @@ def calibrated_threshold(config: object) -> float:
 def parse_null_threshold(text: str | float) -> NullThreshold:
     """``"calibrated"`` or a number (``"0"``, ``"-4.5"``): the one reader of a threshold mode (CLI, bench, app)."""
     if isinstance(text, (int, float)):
-        return float(text)
-    cleaned = text.strip().lower()
-    if cleaned == CALIBRATED:
+        value = float(text)
+    elif (cleaned := text.strip().lower()) == CALIBRATED:
         return CALIBRATED
-    try:
-        value = float(cleaned)
-    except ValueError:
-        raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {text!r}") from None
+    else:
+        try:
+            value = float(cleaned)
+        except ValueError:
+            raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {text!r}") from None
     if math.isnan(value):  # NaN would make every comparison false
         raise ValueError("null threshold must be a number, not NaN")
     return value
@@ -224,6 +226,22 @@ class InputError(ValueError):
         self.field = field
 
 
+_TOKENIZER_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.Lock()
+
+
+def tokenizer_lock(tokenizer) -> threading.Lock:
+    """The one lock for calls into ``tokenizer``. A fast (Rust) tokenizer cannot be called from two threads at
+    once: a call sets its truncation and padding and the other fails with "Already borrowed". Tokenizing is a
+    small part of an answer, so requests that share a variant (the Ask tab, ``/v1/answer``, a quick benchmark,
+    a batcher's thread) take turns only for it."""
+    with _LOCKS_LOCK:
+        lock = _TOKENIZER_LOCKS.get(tokenizer)
+        if lock is None:
+            lock = _TOKENIZER_LOCKS[tokenizer] = threading.Lock()
+        return lock
+
+
 def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> int:
     """The stride the windows of ``questions`` get: the settings' stride, less when the longest question
     leaves little room for context; :class:`InputError` when it leaves almost none.
@@ -243,7 +261,9 @@ def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> 
     full_stride_up_to = settings.max_length - specials - max(2 * settings.stride, 8)  # question tokens
     if questions and all(q.isascii() and 2 * len(q) + 1 <= full_stride_up_to for q in questions):
         return settings.stride
-    longest_question = max(len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"])
+    with tokenizer_lock(tokenizer):
+        tokens = tokenizer(questions, add_special_tokens=False)["input_ids"]
+    longest_question = max(len(ids) for ids in tokens)
     room = settings.max_length - longest_question - specials
     if room < 8:
         raise InputError(
@@ -259,16 +279,17 @@ def tokenize(tokenizer, pairs: list[tuple[str, str]], settings: DecodeSettings) 
     questions = [q for q, _ in pairs]
     contexts = [c for _, c in pairs]
     stride = window_stride(tokenizer, questions, settings)
-    enc = tokenizer(
-        questions,
-        contexts,
-        truncation="only_second",
-        max_length=settings.max_length,
-        stride=stride,
-        padding="longest",
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-    )
+    with tokenizer_lock(tokenizer):
+        enc = tokenizer(
+            questions,
+            contexts,
+            truncation="only_second",
+            max_length=settings.max_length,
+            stride=stride,
+            padding="longest",
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
     n = len(enc["input_ids"])
     width = len(enc["input_ids"][0])
     context_mask = np.zeros((n, width), dtype=bool)
@@ -544,7 +565,7 @@ def check_pair(
     if not looks_like_text(context):
         raise InputError(
             "The context does not look like text: much of it is control characters or bytes that could not "
-            "be read as text. Paste the passage as plain text.",
+            "be read as text, or nothing in it is visible. Paste the passage as plain text.",
             "context",
         )
     if not looks_like_text(question):

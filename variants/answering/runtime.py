@@ -220,8 +220,9 @@ class OrtQAModel(QAModel):
         model_file = path / "model.onnx" if path.is_dir() else path
         wants_cuda = device.startswith("cuda")
         providers = ["CPUExecutionProvider"]
+        self.cuda_index = int(device.split(":")[1]) if wants_cuda and ":" in device else 0
         if wants_cuda:
-            index = int(device.split(":")[1]) if ":" in device else 0
+            index = self.cuda_index
             providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
         options, disabled = session_options(threads, wants_cuda, profile_prefix)
         self.session = ort.InferenceSession(
@@ -254,7 +255,7 @@ class OrtQAModel(QAModel):
         for name, value in feed.items():
             binding.bind_cpu_input(name, value)
         for name in ("start_logits", "end_logits"):
-            binding.bind_output(name, "cuda")
+            binding.bind_output(name, "cuda", self.cuda_index)  # on the session's GPU
         self.session.run_with_iobinding(binding)  # synchronous: outputs are ready on return
         start, end = binding.copy_outputs_to_cpu()
         return start.astype(np.float32), end.astype(np.float32)

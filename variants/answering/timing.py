@@ -378,7 +378,7 @@ class TimingRule:
         return last_ms is not None and last_ms < self.settle_below_ms
 
     def describe(self, k: int) -> str:
-        """What was done, in words, e.g. "3 timed runs (5 asked; the 10 s budget allowed 3)"."""
+        """What was done, in words, e.g. "3 timed runs (5 asked; the 12 s time budget allowed 3)"."""
         text = f"{k} timed run{'s' if k != 1 else ''}"
         if k < self.runs and self.budget_s is not None:
             text += f" ({self.runs} asked; the {self.budget_s:g} s time budget allowed {k})"
@@ -386,6 +386,15 @@ class TimingRule:
 
 
 SERVED = TimingRule(runs=1, budget_s=None, warmup=False)  # one request as it is served: POST /v1/answer's default
+MAX_REQUEST_RUNS = 100  # timed runs one request from outside may ask for: it holds the models while they run
+
+
+def request_rule(runs: int, budget_s: float | None, warmup: bool = True) -> TimingRule:
+    """The timing rule a request from outside asks for (the gradio ``/answer`` API, ``POST /v1/answer``), or
+    ``ValueError``: at most :data:`MAX_REQUEST_RUNS` runs, so that no call holds every variant for long."""
+    if runs > MAX_REQUEST_RUNS:
+        raise ValueError(f"runs must be at most {MAX_REQUEST_RUNS}, not {runs}")
+    return TimingRule(runs=runs, budget_s=budget_s, warmup=warmup)
 
 
 def speedup(baseline_ms: float | None, ms: float | None) -> float | None:

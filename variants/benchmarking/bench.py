@@ -28,6 +28,9 @@ from variants.answering.timing import (
     seq_len_sweep,
     summarize,
 )
+from variants.answering.timing import (
+    speedup as one_ratio,
+)
 from variants.benchmarking import profile as profiling
 from variants.benchmarking.accuracy import accuracy_batch, agreement, fill_accuracy, measure_accuracy
 from variants.benchmarking.options import METHOD, Options, Runner
@@ -133,9 +136,10 @@ def speedup(reference: VariantEntry | None, entry: VariantEntry) -> tuple[float 
         return None, None
     ref, own = reference.latency_pass_p50_ms, entry.latency_pass_p50_ms
     if len(ref) == len(own) > 1 and all(own):
-        ratios = [r / o for r, o in zip(ref, own, strict=True)]
+        ratios = [one_ratio(r, o) for r, o in zip(ref, own, strict=True)]
         return round(float(np.median(ratios)), 3), [round(min(ratios), 3), round(max(ratios), 3)]
-    return (round(reference.latency_ms.p50 / entry.latency_ms.p50, 3) if reference.latency_ms.p50 else None), None
+    ratio = one_ratio(reference.latency_ms.p50, entry.latency_ms.p50)
+    return (round(ratio, 3) if ratio else None), None
 
 
 def compare(

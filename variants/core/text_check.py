@@ -32,8 +32,17 @@ def not_text_share(text: str) -> float:
     return bad / len(text)
 
 
+def visible(c: str) -> bool:
+    """Whether ``c`` is something a reader sees: a letter, mark, number, punctuation or symbol (not white space,
+    nor an invisible format character such as a zero-width space)."""
+    return unicodedata.category(c)[0] in "LMNPS"
+
+
 def looks_like_text(text: str) -> bool:
     """False when more than a tenth of ``text`` is control characters, undecodable bytes (U+FFFD, lone
-    surrogates), private-use or unassigned code points: random or binary bytes, or text in the wrong encoding.
+    surrogates), private-use or unassigned code points: random or binary bytes, or text in the wrong encoding;
+    and when nothing in it is visible (white space and zero-width characters only).
     An empty string is not judged here (True): saying it is empty is the caller's message."""
-    return not_text_share(text) <= MAX_NOT_TEXT_SHARE
+    if not text:
+        return True
+    return not_text_share(text) <= MAX_NOT_TEXT_SHARE and any(visible(c) for c in text)

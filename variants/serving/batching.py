@@ -58,6 +58,10 @@ class BatchStats:
         return self.requests / self.batches if self.batches else 0.0
 
 
+class BatcherClosed(RuntimeError):
+    """A request reached a batcher after :meth:`Batcher.close` (its variant was replaced or removed)."""
+
+
 class Batcher:
     """Gathers concurrent requests for one model into batches (thread-safe; :meth:`close` when done)."""
 
@@ -83,7 +87,7 @@ class Batcher:
         request = _Request((question, context))
         with self._cond:
             if self._closed:
-                raise RuntimeError(f"the batcher of {self.name} is closed")
+                raise BatcherClosed(f"the batcher of {self.name} is closed")
             self._pending.append(request)
             self._cond.notify()
         return request.future

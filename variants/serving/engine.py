@@ -34,7 +34,7 @@ from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
 from variants.core import spec as specs
-from variants.serving.batching import Batcher, BatchingConfig
+from variants.serving.batching import Batcher, BatcherClosed, BatchingConfig
 from variants.serving.outcome import (
     AskProgress,
     VariantResult,
@@ -316,7 +316,10 @@ class Engine:
 
         def run(question: str, context: str) -> Answer:
             if batcher is not None:  # with batching, the wait for a batch counts too
-                return batcher.answer(question, context)
+                try:
+                    return batcher.answer(question, context)
+                except BatcherClosed:  # the variant was replaced or removed meanwhile: this request finishes alone
+                    pass
             return answer_pairs(model, tokenizer, [(question, context)], settings)[0]
 
         return result, run

@@ -25,10 +25,11 @@ from fastapi import APIRouter, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
-from variants.answering.timing import SERVED, TimingRule
+from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, request_rule
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
+    from variants.serving.outcome import VariantResult
 
 PREFIX = "/v1"
 
@@ -37,7 +38,9 @@ class AnswerRequest(BaseModel):
     question: str
     context: str
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
-    runs: int = Field(SERVED.runs, ge=1, le=100, description="timed runs at most (default 1: the request as served)")
+    runs: int = Field(
+        SERVED.runs, ge=1, le=MAX_REQUEST_RUNS, description="timed runs at most (default 1: the request as served)"
+    )
     budget_s: float | None = Field(None, gt=0, description="seconds for the whole call; more runs only if they fit")
     warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
     null_threshold: float | str | None = Field(
@@ -60,6 +63,18 @@ class AnswerResponse(BaseModel):
     provider: str
     dtype: str
     latency_only: bool = Field(False, description="random weights: the answer means nothing")
+
+
+RESPONSE_FIELDS = (
+    *("variant", "answer", "score", "start", "end", "latency_ms", "latency_min_ms", "latency_max_ms"),
+    *("timed_runs", "timing", "device", "provider", "dtype", "latency_only"),
+)
+
+
+def answer_response(result: VariantResult) -> AnswerResponse:
+    """The response to ``POST /v1/answer`` for one variant's result: the one place its fields are chosen, for
+    this route and the Ray Serve deployments' (variants.serving.ray_serve)."""
+    return AnswerResponse(**{k: getattr(result, k) for k in RESPONSE_FIELDS})
 
 
 def default_variant(engine: Engine) -> str:
@@ -88,7 +103,11 @@ def router(engine: Engine) -> APIRouter:
 
     @api.get("/variants")
     def variants() -> list[dict]:
-        return [{"name": v.spec.name, "label": v.spec.label, "ok": v.ok, "error": v.error} for v in engine.loaded]
+        return [
+            {"name": v.spec.name, "label": v.spec.label, "ok": v.ok, "error": v.error}
+            | {"calibrated_threshold": v.calibrated_threshold}
+            for v in engine.loaded
+        ]
 
     @api.post("/answer", response_model=AnswerResponse)
     def answer(request: AnswerRequest) -> AnswerResponse:
@@ -100,16 +119,15 @@ def router(engine: Engine) -> APIRouter:
             threshold = request_threshold(request)
         except InputError as exc:
             raise HTTPException(422, str(exc)) from None
-        rule = TimingRule(runs=request.runs, budget_s=request.budget_s, warmup=request.warmup)
-        with models:
-            result = engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
+        rule = request_rule(request.runs, request.budget_s, request.warmup)
+        try:
+            with models:
+                result = engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
+        except InputError as exc:  # found while tokenizing, e.g. a question too long for the window
+            raise HTTPException(422, str(exc)) from None
         if result.error:
             raise HTTPException(500, result.error)
-        fields = (
-            *("variant", "answer", "score", "start", "end", "latency_ms", "latency_min_ms", "latency_max_ms"),
-            *("timed_runs", "timing", "device", "provider", "dtype"),
-        )
-        return AnswerResponse(**{k: getattr(result, k) for k in fields}, latency_only=result.latency_only)
+        return answer_response(result)
 
     return api
 

@@ -37,10 +37,11 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 
 from variants.answering.qa import InputError, NullThreshold, with_null_decision
+from variants.answering.timing import SERVED, TimingRule, request_rule
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.engine import Engine, load_engine
-from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse, request_threshold
+from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse, answer_response, request_threshold
 from variants.serving.remote import variant_route as route
 
 try:  # the whole module is Ray's; nothing else in variants imports it, so Ray stays optional
@@ -124,10 +125,11 @@ class VariantDeployment:
     @api.get("/v1/variants")
     def variants(self) -> list[dict]:
         """The same shape as the in-process ``GET /v1/variants``: this replica's one variant."""
-        spec, info = self.engine.variants[self.name].spec, self.model.describe()
+        loaded, info = self.engine.variants[self.name], self.model.describe()
         runtime = {k: info[k] for k in ("device", "provider", "dtype", "size_mb", "parameters")}
         return [
-            {"name": spec.name, "label": spec.label, "ok": True, "error": None, **runtime, "replica": self.whoami()}
+            {"name": loaded.spec.name, "label": loaded.spec.label, "ok": True, "error": None, **runtime}
+            | {"calibrated_threshold": loaded.calibrated_threshold, "replica": self.whoami()}
         ]
 
     @api.post("/v1/answer", response_model=AnswerResponse)
@@ -137,19 +139,25 @@ class VariantDeployment:
         try:
             self.engine.check_input(request.question, request.context)
             threshold = request_threshold(request)
-        except InputError as exc:
+            rule = request_rule(request.runs, request.budget_s, request.warmup)
+        except (InputError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
-        result = await self.answer_batch((request.question, request.context, threshold))
+        if rule == SERVED:  # one run as served: it may share a batch with other requests
+            result = await self.answer_batch((request.question, request.context, threshold))
+        else:  # timed runs asked for: timed alone, by the engine's rule, as the in-process route does
+            result = await asyncio.to_thread(self._one, request.question, request.context, threshold, rule)
+        if isinstance(result, InputError):  # found while tokenizing, e.g. a question too long for the window
+            raise HTTPException(422, str(result))
         if isinstance(result, str):
             raise HTTPException(500, result)
         return result
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)  # set from the options in __init__
-    async def answer_batch(self, items: list[Item]) -> list[AnswerResponse | str]:
+    async def answer_batch(self, items: list[Item]) -> list[AnswerResponse | InputError | str]:
         """The requests Serve gathered, answered off the event loop (so the next batch gathers meanwhile)."""
         return await asyncio.to_thread(self._answer_all, items)
 
-    def _answer_all(self, items: list[Item]) -> list[AnswerResponse | str]:
+    def _answer_all(self, items: list[Item]) -> list[AnswerResponse | InputError | str]:
         if not self.model.batch_invariant or len(items) == 1:  # alone, as the engine's batcher runs such models
             return [self._one(*item) for item in items]
         started = time.perf_counter()
@@ -159,18 +167,23 @@ class VariantDeployment:
             return [self._one(*item) for item in items]
         ms = round((time.perf_counter() - started) * 1000, 3)
         return [
-            self._response(with_null_decision(a, self.engine.threshold_for(self.name, t)), ms)
+            self._response(with_null_decision(a, self.engine.threshold_for(self.name, t)), ms, len(items))
             for a, (_, _, t) in zip(answers, items, strict=True)
         ]
 
-    def _one(self, question: str, context: str, threshold: NullThreshold | None = None) -> AnswerResponse | str:
-        result = self.engine.answer_one(self.name, question, context, null_threshold=threshold)
-        if result.error:
-            return result.error
-        fields = ("variant", "answer", "score", "start", "end", "latency_ms", "device", "provider", "dtype")
-        return AnswerResponse(**{k: getattr(result, k) for k in fields}, latency_only=result.latency_only)
+    def _one(
+        self, question: str, context: str, threshold: NullThreshold | None = None, rule: TimingRule = SERVED
+    ) -> AnswerResponse | InputError | str:
+        """One request alone, timed by ``rule``: its response, its bad input (returned, not raised: the others
+        in its batch go on), or its variant's error."""
+        try:
+            result = self.engine.answer_one(self.name, question, context, null_threshold=threshold, rule=rule)
+        except InputError as exc:
+            return exc
+        return result.error or answer_response(result)
 
-    def _response(self, ans: Any, latency_ms: float) -> AnswerResponse:
+    def _response(self, ans: Any, latency_ms: float, batch: int) -> AnswerResponse:
+        """A request answered in a batch of ``batch``: its latency is the batch's, which it waited for."""
         model, spec = self.model, self.engine.variants[self.name].spec
         return AnswerResponse(
             variant=self.name,
@@ -179,6 +192,8 @@ class VariantDeployment:
             start=ans.start,
             end=ans.end,
             latency_ms=latency_ms,
+            timed_runs=1,
+            timing=f"1 timed run, in a batch of {batch} request{'s' if batch != 1 else ''}",
             device=model.device,
             provider=model.provider,
             dtype=model.dtype,

@@ -77,6 +77,8 @@ class RemoteEngine(Engine):
             try:
                 info = client.variants()[0]
                 loaded.model = RemoteModel(url, info)
+                # the replica's own, so that a card under "calibrated" shows the threshold it decided with
+                loaded.calibrated_threshold = info.get("calibrated_threshold")
                 self.clients[spec.name] = client
             except RemoteError as exc:
                 loaded.error = not_served(url, spec.name, exc)
