@@ -31,6 +31,7 @@ from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
 from variants.cli import add_model_arguments, engine_from_args, remote_engine_from_args
 from variants.core import config
+from variants.core.spec import short_label
 from variants.serving import http as serve
 from variants.serving.engine import Engine
 
@@ -60,7 +61,7 @@ def build_demo(
     if allow_custom_models:
         custom_mb = custom.max_custom_mb() if max_custom_mb is None else max_custom_mb
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
-    steps = [(v.spec.label, v.spec.name) for v in engine.loaded if not v.spec.headline]
+    steps = [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if not v.spec.headline]
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
         if engine.notice:

@@ -21,7 +21,15 @@ from gradio_client import Client
 import app
 from ui import SAMPLE_FILE
 from ui.about import about_html, page_intro
-from ui.ask import ULAN_BATOR, load_examples, make_answer_api, make_ask, make_reselect, null_threshold
+from ui.ask import (
+    ULAN_BATOR,
+    load_examples,
+    make_answer_api,
+    make_ask,
+    make_reselect,
+    make_validator,
+    null_threshold,
+)
 from ui.benchmark import (
     ANSWERABLE_HEADERS,
     TABLE_COLUMNS,
@@ -304,6 +312,19 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
     assert results[0]["error"] is None and results[1]["error"]
 
 
+def test_the_validator_puts_each_message_under_its_own_box_before_anything_runs(engine) -> None:
+    validate = make_validator(engine)
+    controls = ([], "pipeline", 0.0, 5, [], None)  # extra, rule, margin, runs, leave_out, last
+    assert all(d["is_valid"] for d in validate(CONTEXT, QUESTION, *controls))
+    # short in characters, too long in tokens for a window: refused here, not half-way through the run
+    context, question, *rest = validate(CONTEXT, "? " * 499, *controls)  # in the inputs order
+    assert not question["is_valid"] and "too long" in question["message"] and context["is_valid"]
+    assert all(d["is_valid"] for d in rest)
+    everything = [v.spec.name for v in engine.loaded]
+    checks = validate(CONTEXT, QUESTION, [], "pipeline", 0.0, 5, everything, None)
+    assert [d["is_valid"] for d in checks] == [True] * 6 + [False, True] and "left out" in checks[6]["message"]
+
+
 # --- benchmark tab ----------------------------------------------------------------------------------
 
 
@@ -362,7 +383,7 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     header, scatter, table, _sweep, _why, _profile, download, runs, chooser = quick(
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )
-    assert "Quick benchmark" in header and "noisy at this size" in header
+    assert "Quick benchmark" in header and "noisy at this size" in header and "(None)" not in header
     assert table.column_widths and len(table.column_widths) == len(table.value["headers"])
     table = pd.DataFrame(table.value["data"], columns=table.value["headers"])
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
@@ -375,6 +396,11 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
 
 
 # --- examples and start-up --------------------------------------------------------------------------
+
+
+def test_confidences_are_never_shown_as_zero() -> None:
+    assert fmt_confidence(0.00001) == "under 0.1%" and fmt_confidence(0.0) == "0.0%" and fmt_confidence(0.004) == "0.4%"
+    assert fmt_confidence(0.5) == "50%" and fmt_confidence(None) == "–"
 
 
 def test_examples() -> None:

@@ -126,7 +126,9 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
     """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
     cards, chart and summary are left as they were."""
 
-    def validate(context: str, question: str, *_controls) -> list[dict]:
+    def validate(context: str, question: str, *controls) -> list[dict]:
+        # controls: the Ask handler's other inputs, in its order (extra, rule, margin, runs, leave_out, last)
+        fine = gr.validate(True, "")
         try:
             engine.check_input(question, context)
         except InputError as exc:
@@ -135,9 +137,13 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
             return [
                 gr.validate(about_question, "" if about_question else message),
                 gr.validate(not about_question, message if about_question else ""),
-                *[gr.validate(True, "")] * len(_controls),
+                *[fine] * len(controls),
             ]
-        return [gr.validate(True, "")] * (2 + len(_controls))
+        extra, leave_out = (controls[0], controls[4]) if len(controls) > 4 else ([], [])
+        if not selected_names(engine, extra or [], leave_out or []):
+            left_out = gr.validate(False, "Every variant is left out: untick one.")
+            return [fine, fine, *[left_out if i == 4 else fine for i in range(len(controls))]]
+        return [fine] * (2 + len(controls))
 
     return validate
 
@@ -341,6 +347,7 @@ def ask_tab(
         show_progress="minimal",
         api_visibility="private",
         validator=make_validator(engine),
+        trigger_mode="always_last",  # a question asked while one runs is answered next, not dropped
         **group,
     )
     gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)

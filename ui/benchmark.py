@@ -208,7 +208,7 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     passes = frame["latency_passes"].dropna().max() if len(frame) else None
     hardware = hardware_label(record.hardware, record.device)
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
-    file = Path(str(record.data.get("file", ""))).name
+    file = Path(record.data.get("file") or "").name
     random_weights = [e.short_label for e in record.entries if e.latency_only]
     measured = "Latency" if random_weights and len(random_weights) == len(record.entries) else "Accuracy"
     sample = f"{measured} on {count(record.n_questions)} SQuAD v2 questions" + (f" ({file})" if file else "")
@@ -317,7 +317,9 @@ def profile_note(record: Record | None) -> str:
     peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
     profiled = [e.profile.get("n") for e in record.variants if e.profile.get("n")] if record is not None else []
     if not profiled:
-        return "This record has no profile (records from before it was added, quick runs)."
+        if record is not None and record.settings.get("skip_sweeps") and not record.is_quick:
+            return "This run skipped the profile (`python -m variants bench` without `--skip-sweeps` measures it)."
+        return "This record has no profile (quick runs, and records from before it was added, have none)."
     text = f"Medians over {count(max(profiled))} questions at batch 1."
     if peak:
         text += (

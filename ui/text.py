@@ -39,6 +39,8 @@ def fmt_speedup(x: float | None) -> str:
 def fmt_confidence(p: float | None) -> str:
     if p is None:
         return "–"
+    if 0 < p < 0.0005:  # would print as 0.0%: a probability, never exactly none
+        return "under 0.1%"
     return f"{p:.0%}" if p >= 0.095 else f"{p:.1%}"
 
 

@@ -262,7 +262,7 @@ def window_stride(tokenizer, questions: list[str], settings: DecodeSettings) -> 
     if questions and all(q.isascii() and 2 * len(q) + 1 <= full_stride_up_to for q in questions):
         return settings.stride
     with tokenizer_lock(tokenizer):
-        tokens = tokenizer(questions, add_special_tokens=False)["input_ids"]
+        tokens = tokenizer(questions, add_special_tokens=False, verbose=False)["input_ids"]  # counted: may pass max
     longest_question = max(len(ids) for ids in tokens)
     room = settings.max_length - longest_question - specials
     if room < 8:

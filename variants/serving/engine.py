@@ -261,8 +261,12 @@ class Engine:
 
     def check_input(self, question: str, context: str) -> None:
         """Raise :class:`InputError` with a clear message for input no variant should run on
-        (:func:`~variants.answering.qa.check_pair` with this engine's length limits)."""
+        (:func:`~variants.answering.qa.check_pair` with this engine's length limits), a question too long in
+        tokens for a loaded variant's window included, so that it is refused before any variant runs."""
         check_pair(question, context, MAX_QUESTION_CHARS, self.max_context_chars)
+        for loaded in self.loaded:
+            if loaded.ok and loaded.tokenizer is not None:  # tokenizes only a long or non-ASCII question
+                window_stride(loaded.tokenizer, [question], self.settings_for(loaded))
 
     def threshold_for(self, name: str, null_threshold: NullThreshold | None = None) -> float:
         """The null threshold variant ``name`` decides at under ``null_threshold`` (None: the engine's mode)."""
