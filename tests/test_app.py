@@ -331,7 +331,7 @@ def test_the_validator_puts_each_message_under_its_own_box_before_anything_runs(
 def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
     record, note = stored_record(engine, results_dir)
     assert record is not None and note == ""
-    header, scatter, table, sweep, profile_note, profile, csv = benchmark_outputs(record, note)
+    header, scatter, table, sweep, profile_note, profile, _long_note, _long, csv = benchmark_outputs(record, note)
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
     assert "in 3 passes one after another" in header
     assert len(profile) == len(engine.loaded) and "200.0 GFLOP/s in FP32" in profile_note
@@ -371,7 +371,7 @@ def test_benchmark_tab_says_when_a_record_measured_other_weights(engine, results
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
     record, note = stored_record(engine, tmp_path)
     assert record is None and "No benchmark records" in note
-    header, scatter, table, sweep, _note, profile, csv = benchmark_outputs(record, note)
+    header, scatter, table, sweep, _note, profile, _long_note, _long, csv = benchmark_outputs(record, note)
     assert "python -m variants bench" in header and csv is None and len(table) == 0 and len(profile) == 0
     assert scatter.layout.annotations and sweep.layout.annotations
 
@@ -380,7 +380,7 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     calls = []
     stored = stored_records(results_dir)
     quick = make_quick_benchmark(engine, SAMPLE_FILE, quick_benchmark, stored)
-    header, scatter, table, _sweep, _why, _profile, download, runs, chooser = quick(
+    header, scatter, table, _sweep, _why, _profile, _long_note, _long, download, runs, chooser = quick(
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )
     assert "Quick benchmark" in header and "noisy at this size" in header and "(None)" not in header

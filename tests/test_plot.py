@@ -10,7 +10,7 @@ from variants.benchmarking.plot import main, plot_record
 from variants.records.record import Record
 from variants.records.results import records_to_frame
 
-RECORD = Path(__file__).resolve().parents[1] / "assets/results/embedded-cpu-intel-xeon-20261128T103538Z.json"
+RECORD = Path(__file__).resolve().parents[1] / "assets/results/embedded-cpu-intel-xeon-20261128T122209Z.json"
 
 
 def _plotted_y(html: Path) -> list[float]:

@@ -14,6 +14,7 @@ from app_helpers import tiny_engine, write_fake_record
 
 from ui.benchmark import (
     ANSWERABLE_HEADERS,
+    LONG_COLUMNS,
     TABLE_COLUMNS,
     VIEW_CHOICES,
     VIEW_COLUMNS,
@@ -126,7 +127,7 @@ def test_a_number_the_record_lacks_is_said_not_invented(record) -> None:
 
 @pytest.mark.parametrize("view", ["answerable", "pipeline", "best", "calibrated"])
 def test_every_accuracy_view_is_plotted(record, view: str) -> None:
-    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(with_answered_share(record), "", view)
+    header, scatter, table, *_ = benchmark_outputs(with_answered_share(record), "", view)
     squad = view != "answerable"
     assert len(scatter.data) == len(record.variants) + squad  # + the always-"no answer" line
     assert table["F1"].notna().all()  # on all of SQuAD v2, or on its answerable questions
@@ -153,7 +154,7 @@ def test_a_random_weight_variant_beside_real_ones_gets_no_f1(record) -> None:
     mixed = copy.deepcopy(record)
     odd = mixed.variants[1]
     odd.latency_only = True
-    header, scatter, table, _sweep, _why, _profile, _csv = benchmark_outputs(mixed, "")
+    header, scatter, table, *_ = benchmark_outputs(mixed, "")
     assert len(scatter.data) == len(mixed.variants) - 1 and odd.short_label not in {t.name for t in scatter.data}
     assert f"{LATENCY_ONLY}</span>: {odd.short_label}" in header and "Accuracy on" in header
     row = table[table["Variant"] == f"{odd.short_label} ({LATENCY_ONLY})"]
@@ -192,3 +193,20 @@ def test_a_record_without_a_sweep_says_why_in_lines_that_fit_a_phone(record) -> 
 
 def test_parameter_counts_read_as_a_dash_where_a_record_has_none():
     assert [fmt_params(n) for n in (None, 0, float("nan"), 22_566_146)] == ["–", "–", "–", "22.6 M"]
+
+
+def test_the_long_passage_view_shows_what_a_whole_article_costs_under_the_records_rule(record) -> None:
+    *_, note, table, _csv = benchmark_outputs(record, "")
+    assert "no long-passage view" in note and table.empty
+    paragraph = {"near": {"has_ans_f1": 66.72}, "focus": {"has_ans_f1": 1.0}}  # only the record's rule is shown
+    article = {"near": {"has_ans_f1": 61.5, "answered_share": 89.24}, "focus": {"has_ans_f1": 0.0}}
+    measured = {"paragraph": paragraph, "article": article}
+    long = dataclasses.replace(
+        record,
+        settings={**record.settings, "windows": {"rule": "near", "near": 1.0}},
+        long_inputs={"n_answerable": 251, "article_chars": [8488, 49669], "variants": {"baseline": measured}},
+    )
+    *_, note, table, _csv = benchmark_outputs(long, "")
+    assert "251 answerable questions" in note and "8,488 to 49,669 characters" in note and "`near`" in note
+    assert list(table.columns) == LONG_COLUMNS
+    assert table.iloc[0].tolist() == [long.entry("baseline").short_label, 66.72, 61.5, 5.22, 89.24]

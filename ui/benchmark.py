@@ -342,9 +342,59 @@ def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     return str(path)
 
 
+LONG_COLUMNS = [
+    "Variant",
+    "F1 on answerable questions, asked about their paragraph",
+    "the same, asked about the whole article",
+    "points lost",
+    "answerable questions answered, whole article (%)",
+]
+
+
+def record_rule(record: Record) -> str:
+    """The window rule a record's long contexts were combined by (its ``settings.windows``)."""
+    windows = record.settings.get("windows")
+    return (windows.get("rule") if isinstance(windows, dict) else windows) or "pipeline"
+
+
+def long_inputs_frame(record: Record | None):
+    """A record's long-input view (``bench --long-inputs``) under its own window rule: per variant, F1 on the
+    answerable questions asked about their own paragraph and about their whole article. Empty without one."""
+    import pandas as pd  # noqa: PLC0415
+
+    view = (record.long_inputs or {}) if record is not None else {}
+    rule, rows = record_rule(record) if record is not None else "", []
+    for name, measured in (view.get("variants") or {}).items():
+        paragraph = (measured.get("paragraph") or {}).get(rule) or {}
+        article = (measured.get("article") or {}).get(rule) or {}
+        if paragraph.get("has_ans_f1") is None or article.get("has_ans_f1") is None:
+            continue
+        entry, para, art = record.entry(name), paragraph["has_ans_f1"], article["has_ans_f1"]
+        label = entry.short_label if entry else name
+        rows.append([label, para, art, round(para - art, 2), article.get("answered_share")])
+    return pd.DataFrame(rows, columns=LONG_COLUMNS)
+
+
+def long_inputs_note(record: Record | None) -> str:
+    """What the long-input table measured, in a line (or why there is none)."""
+    view = (record.long_inputs or {}) if record is not None else {}
+    if not view.get("variants"):
+        return (
+            "This record has no long-passage view: `python -m variants bench --long-inputs` asks every question "
+            "about its whole article as well as about its own paragraph."
+        )
+    chars = view.get("article_chars") or []
+    size = f" ({min(chars):,} to {max(chars):,} characters, tens of windows each)" if chars else ""
+    return (
+        f"Each of the {count(view.get('n_answerable'))} answerable questions asked twice: about its own paragraph, "
+        f"and about its whole article{size}, all of it pasted in as one passage. The app's rule for combining a "
+        f"long passage's windows (`{record_rule(record)}`) decides, at the app's default threshold (0)."
+    )
+
+
 def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> tuple:
-    """(header, scatter, table, seq-len chart, profile note, profile table, CSV path) for a record or none,
-    accuracy as ``view`` has it."""
+    """(header, scatter, table, seq-len chart, profile note, profile table, long-passage note, long-passage table,
+    CSV path) for a record or none, accuracy as ``view`` has it."""
     frame = record_frame(record, view) if record is not None else None
     csv = write_csv(frame, record, record_view(view)) if record is not None else None
     floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0
@@ -355,6 +405,8 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
         seq_len_figure(record),
         profile_note(record),
         profile_frame(record),
+        long_inputs_note(record),
+        long_inputs_frame(record),
         csv,
     )
 
@@ -399,7 +451,9 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     def notes(picked: Record | None) -> str:
         return " ".join(text for text in (note if picked is record else "", weights_note(picked, weights)) if text)
 
-    header0, scatter0, table0, sweep0, profile_note0, profile0, csv0 = benchmark_outputs(record, notes(record))
+    header0, scatter0, table0, sweep0, profile_note0, profile0, long_note0, long0, csv0 = benchmark_outputs(
+        record, notes(record)
+    )
     quick_runs = gr.State([])
     with gr.Row(equal_height=True):
         choice = gr.Dropdown(
@@ -439,6 +493,11 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
         profile = gr.Dataframe(profile0, label="Time per question, split", interactive=False, wrap=True)
+    with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
+        long_note = gr.Markdown(long_note0)
+        long_table = gr.Dataframe(
+            long0, label="What a long passage costs", interactive=False, wrap=True, pinned_columns=1
+        )
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)
@@ -450,7 +509,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         "questions an F1 is only known to about ±14 points. EM and F1 are percentages; latency is per question "
         "(tokenize, every window, decode)."
     )
-    shown = [header, scatter, table, sweep, why, profile, download]
+    shown = [header, scatter, table, sweep, why, profile, long_note, long_table, download]
 
     def select(key: str, chosen_view: str, runs: list[Record]) -> tuple:
         picked = find_record(key, stored, runs or [])
