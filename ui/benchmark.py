@@ -342,12 +342,12 @@ def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     return str(path)
 
 
-LONG_COLUMNS = [
+LONG_COLUMNS = [  # short: a phone shows the table one narrow column at a time; the note above says the rest
     "Variant",
-    "F1 on answerable questions, asked about their paragraph",
-    "the same, asked about the whole article",
+    "F1, own paragraph",
+    "F1, whole article",
     "points lost",
-    "answerable questions answered, whole article (%)",
+    "% answered, whole article",
 ]
 
 
@@ -387,8 +387,9 @@ def long_inputs_note(record: Record | None) -> str:
     size = f" ({min(chars):,} to {max(chars):,} characters, tens of windows each)" if chars else ""
     return (
         f"Each of the {count(view.get('n_answerable'))} answerable questions asked twice: about its own paragraph, "
-        f"and about its whole article{size}, all of it pasted in as one passage. The app's rule for combining a "
-        f"long passage's windows (`{record_rule(record)}`) decides, at the app's default threshold (0)."
+        f"and about its whole article{size}, all of it pasted in as one passage; F1 on those questions. The "
+        f"app's rule for combining a long passage's windows (`{record_rule(record)}`) decides, at the app's default "
+        "threshold (0)."
     )
 
 
@@ -496,7 +497,12 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
         long_note = gr.Markdown(long_note0)
         long_table = gr.Dataframe(
-            long0, label="What a long passage costs", interactive=False, wrap=True, pinned_columns=1
+            long0,
+            label="What a long passage costs",
+            interactive=False,
+            wrap=True,
+            pinned_columns=1,
+            column_widths=["150px", *["96px"] * (len(LONG_COLUMNS) - 1)],  # as the main table: a phone's width
         )
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
