@@ -177,8 +177,9 @@ def test_batched_engine_gives_the_same_answers(plain, pairs, tiny_qa_dir, tiny_p
     assert not [t for t in batcher_threads() if t.is_alive() and t.name.startswith("batcher-")]
 
 
-def test_input_errors_still_reach_the_caller_with_batching(tiny_qa_dir, artifacts_dir) -> None:
-    with load_engine(
+def batched_baseline(tiny_qa_dir: Path, artifacts_dir: Path):
+    """The tiny baseline alone, with batching on (a context manager: its batcher stops at the end)."""
+    return load_engine(
         "embedded",
         "cpu",
         {"baseline": str(tiny_qa_dir)},
@@ -187,7 +188,11 @@ def test_input_errors_still_reach_the_caller_with_batching(tiny_qa_dir, artifact
         settings=TINY_SETTINGS,
         names=["baseline"],
         batching=BatchingConfig(max_wait_ms=1),
-    ) as engine:
+    )
+
+
+def test_input_errors_still_reach_the_caller_with_batching(tiny_qa_dir, artifacts_dir) -> None:
+    with batched_baseline(tiny_qa_dir, artifacts_dir) as engine:
         with pytest.raises(InputError, match="too long"):
             engine.ask("why " * 200, "paris is the capital of france.")  # too many tokens for a 128-token window
         assert engine.ask("what is the capital?", "paris is the capital of france.")[0].error is None
@@ -195,16 +200,7 @@ def test_input_errors_still_reach_the_caller_with_batching(tiny_qa_dir, artifact
 
 def test_a_request_running_on_a_variant_that_is_removed_finishes(tiny_qa_dir, artifacts_dir) -> None:
     """Replacing or removing a variant closes its batcher; a request already timing on it goes on alone."""
-    with load_engine(
-        "embedded",
-        "cpu",
-        {"baseline": str(tiny_qa_dir)},
-        fallback=False,
-        cache_dir=artifacts_dir,
-        settings=TINY_SETTINGS,
-        names=["baseline"],
-        batching=BatchingConfig(max_wait_ms=1),
-    ) as engine:
+    with batched_baseline(tiny_qa_dir, artifacts_dir) as engine:
         stream = engine.ask_stream("what is the capital?", "paris is the capital of france.", rule=TimingRule(runs=3))
         assert next(stream).phase == "answering"  # answered once, its timed runs still to come
         engine.remove_variant("baseline")

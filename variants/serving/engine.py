@@ -264,9 +264,14 @@ class Engine:
         (:func:`~variants.answering.qa.check_pair` with this engine's length limits), a question too long in
         tokens for a loaded variant's window included, so that it is refused before any variant runs."""
         check_pair(question, context, MAX_QUESTION_CHARS, self.max_context_chars)
+        checked = set()  # the variants of one source share its tokenizer and window: one count for all of them
         for loaded in self.loaded:
-            if loaded.ok and loaded.tokenizer is not None:  # tokenizes only a long or non-ASCII question
-                window_stride(loaded.tokenizer, [question], self.settings_for(loaded))
+            settings = self.settings_for(loaded)
+            source = getattr(loaded.tokenizer, "name_or_path", id(loaded.tokenizer))
+            key = (source, settings.max_length, settings.stride)
+            if loaded.ok and loaded.tokenizer is not None and key not in checked:
+                checked.add(key)
+                window_stride(loaded.tokenizer, [question], settings)  # tokenizes only a long or non-ASCII question
 
     def threshold_for(self, name: str, null_threshold: NullThreshold | None = None) -> float:
         """The null threshold variant ``name`` decides at under ``null_threshold`` (None: the engine's mode)."""
