@@ -370,7 +370,7 @@ def test_the_benchmark_tab_shows_the_gpu_section(tmp_path: Path) -> None:
     """The tab as app.py builds it, with no CPU record and one GPU record in the results folder's gpu/."""
     (tmp_path / "gpu").mkdir()
     shutil.copy(H200, tmp_path / "gpu" / H200.name)
-    engine = SimpleNamespace(preset="embedded", device="cpu")  # no record for it: the tab asks nothing more
+    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)  # no record for it: nothing more asked
     with gr.Blocks() as demo:
         benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", run_quick=lambda *a, **k: None)
     ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
