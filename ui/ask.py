@@ -267,7 +267,7 @@ def ask_tab(
     above the summary and the cards; after Ask the page scrolls to them if they are below the fold."""
     last = gr.State({})
     question = gr.Textbox(
-        label="Question", placeholder="Ask something the passage answers (or not)", render=False
+        label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
     )  # rendered in the right column, next to the Ask button; the examples on the left fill it too
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=320):
