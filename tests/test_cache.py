@@ -147,8 +147,8 @@ def test_a_hit_hashes_only_files_whose_mtime_changed(tmp_path: Path, monkeypatch
     build = Builder()
     entry = ArtifactCache(tmp_path).get_or_build("k1", build)
     hashed: list[str] = []
-    real_sha256 = cache_mod._sha256
-    monkeypatch.setattr(cache_mod, "_sha256", lambda path: hashed.append(path.name) or real_sha256(path))
+    real_sha256 = cache_mod.file_sha256
+    monkeypatch.setattr(cache_mod, "file_sha256", lambda path: hashed.append(path.name) or real_sha256(path))
     ArtifactCache(tmp_path).get_or_build("k1", build)
     assert hashed == []  # sizes and mtimes as built: nothing read
     rewrite(entry / "model.onnx", "weights" * 100)  # the same bytes, a later mtime (a copy without -p)

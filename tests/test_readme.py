@@ -51,3 +51,18 @@ def test_the_readme_table_is_the_record_it_names() -> None:
     for row, entry in zip(rows, entries, strict=True):
         cells = [re.sub(r"\*\*", "", cell) for cell in row[1:]]
         assert cells == _expected(entry, optimum), (row[0], entry["variant"])
+
+
+def test_the_readme_record_measured_the_shipped_models() -> None:
+    """Its entries name the weights they ran (records since 2026-11-28): those of assets/models, as the app loads
+    them, so that the Benchmark tab shows it without an "other model weights" note."""
+    from variants.building.sources import resolve, weights_identity  # noqa: PLC0415
+    from variants.core.spec import FAMILIES  # noqa: PLC0415
+
+    text = _results_section((ROOT / "README.md").read_text(encoding="utf-8"))
+    record = json.loads((ROOT / re.search(r"Record: `(assets/results/[^`]+\.json)`", text).group(1)).read_text())
+    family = FAMILIES[record["preset"]]
+    shipped = {"baseline": family.baseline, "pruned": family.pruned}
+    for entry in record["variants"]:
+        source = shipped["baseline" if entry["variant"] == "baseline" else "pruned"]
+        assert entry["weights"] == weights_identity(resolve(str(ROOT / source))), entry["variant"]

@@ -126,8 +126,11 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
     """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
     cards, chart and summary are left as they were."""
 
-    def validate(context: str, question: str, *controls) -> list[dict]:
-        # controls: the Ask handler's other inputs, in its order (extra, rule, margin, runs, leave_out, last)
+    def validate(
+        context: str, question: str, extra=None, rule=None, margin=None, runs=None, leave_out=None, *rest
+    ) -> list[dict]:
+        # the Ask handler's inputs, in its order (then ``last``): one validation result for each
+        controls = [extra, rule, margin, runs, leave_out, *rest]
         fine = gr.validate(True, "")
         try:
             engine.check_input(question, context)
@@ -139,8 +142,7 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
                 gr.validate(not about_question, message if about_question else ""),
                 *[fine] * len(controls),
             ]
-        extra, leave_out = (controls[0], controls[4]) if len(controls) > 4 else ([], [])
-        if not selected_names(engine, extra or [], leave_out or []):
+        if not selected_names(engine, extra, leave_out):
             left_out = gr.validate(False, "Every variant is left out: untick one.")
             return [fine, fine, *[left_out if i == 4 else fine for i in range(len(controls))]]
         return [fine] * (2 + len(controls))

@@ -351,19 +351,13 @@ LONG_COLUMNS = [  # short: a phone shows the table one narrow column at a time; 
 ]
 
 
-def record_rule(record: Record) -> str:
-    """The window rule a record's long contexts were combined by (its ``settings.windows``)."""
-    windows = record.settings.get("windows")
-    return (windows.get("rule") if isinstance(windows, dict) else windows) or "pipeline"
-
-
 def long_inputs_frame(record: Record | None):
     """A record's long-input view (``bench --long-inputs``) under its own window rule: per variant, F1 on the
     answerable questions asked about their own paragraph and about their whole article. Empty without one."""
     import pandas as pd  # noqa: PLC0415
 
     view = (record.long_inputs or {}) if record is not None else {}
-    rule, rows = record_rule(record) if record is not None else "", []
+    rule, rows = record.window_rule if record is not None else "", []
     for name, measured in (view.get("variants") or {}).items():
         paragraph = (measured.get("paragraph") or {}).get(rule) or {}
         article = (measured.get("article") or {}).get(rule) or {}
@@ -388,7 +382,7 @@ def long_inputs_note(record: Record | None) -> str:
     return (
         f"Each of the {count(view.get('n_answerable'))} answerable questions asked twice: about its own paragraph, "
         f"and about its whole article{size}, all of it pasted in as one passage; F1 on those questions. The "
-        f"app's rule for combining a long passage's windows (`{record_rule(record)}`) decides, at the app's default "
+        f"app's rule for combining a long passage's windows (`{record.window_rule}`) decides, at the app's default "
         "threshold (0)."
     )
 

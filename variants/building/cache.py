@@ -69,7 +69,8 @@ def source_fingerprint(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's contents, read in chunks (hex)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
@@ -83,7 +84,7 @@ def write_manifest(folder: Path, key: str) -> dict[str, Any]:
         p.relative_to(folder).as_posix(): {
             "size": p.stat().st_size,
             "mtime_ns": p.stat().st_mtime_ns,
-            "sha256": _sha256(p),
+            "sha256": file_sha256(p),
         }
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.relative_to(folder).as_posix() != MANIFEST
@@ -115,7 +116,7 @@ def check_manifest(folder: Path, key: str, verify_hashes: bool = False) -> str |
         if stat.st_size != info["size"]:
             return f"{name} has size {stat.st_size}, expected {info['size']}"
         unchanged = stat.st_mtime_ns == info.get("mtime_ns")
-        if (verify_hashes or not unchanged) and _sha256(path) != info["sha256"]:
+        if (verify_hashes or not unchanged) and file_sha256(path) != info["sha256"]:
             return f"{name} has changed (sha256 mismatch)"
     return None
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from variants.building import replica
-from variants.building.cache import source_fingerprint
+from variants.building.cache import file_sha256, source_fingerprint
 from variants.core import config
 
 # Weights in other frameworks, and other exports, are never needed.
@@ -118,6 +118,5 @@ def _weights_digest(folder: str, fingerprint: str) -> str:
     digest = hashlib.sha256()
     root = Path(folder)
     for path in sorted({p for pattern in WEIGHT_FILES for p in root.glob(pattern) if p.is_file()}):
-        with path.open("rb") as f:
-            digest.update(f"{path.name}\0".encode() + hashlib.file_digest(f, "sha256").digest())
+        digest.update(f"{path.name}\0".encode() + bytes.fromhex(file_sha256(path)))
     return digest.hexdigest()[:16]

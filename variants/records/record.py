@@ -270,6 +270,13 @@ class Record:
         return self.kind == "quick"
 
     @property
+    def window_rule(self) -> str:
+        """The rule its long contexts' windows were combined by (``settings.windows``: a name in older records,
+        the settings of ``DecodeSettings.window_rule`` since); "pipeline" where it says none."""
+        windows = self.settings.get("windows")
+        return (windows.get("rule") if isinstance(windows, dict) else windows) or "pipeline"
+
+    @property
     def noisy(self) -> bool:
         """Whether its accuracy rests on too few questions to tell variants a few F1 points apart."""
         return (self.n_questions or 0) < QUICK_NOISY_BELOW
