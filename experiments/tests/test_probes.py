@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from squad_data import QUESTIONS
 
-from experiments import common, core_share_probe, malloc_probe, pass_tokens_probe, short_context_eval
+from experiments import backbone_probe, common, core_share_probe, malloc_probe, pass_tokens_probe, short_context_eval
 
 
 def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp_path):
@@ -153,3 +153,22 @@ def test_the_pass_tokens_probe_times_each_cap_and_shape_and_gives_the_engines_ca
     from variants.answering.runtime import CPU_PASS_TOKENS  # noqa: PLC0415
 
     assert record["engine_pass_tokens"] == {"pruned": None, "pruned-onnx-opt": CPU_PASS_TOKENS}  # given back
+
+
+def test_the_backbone_probe_times_each_model_against_the_first(tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch):
+    import torch  # noqa: PLC0415
+
+    monkeypatch.setattr(backbone_probe, "uses_bf16", lambda: False)  # the same arithmetic on every CPU
+    threads = torch.get_num_threads()
+    out = tmp_path / "backbones.json"
+    args = ["--reference", str(tiny_qa_dir), "--backbone", f"pruned={tiny_pruned_dir}", "--steps", "2", "--batch", "2"]
+    record = backbone_probe.main([*args, "--length", "32", "--window", "16", "--runs", "2", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "backbone-probe"
+    assert torch.get_num_threads() == threads
+    reference, other = record["results"]["shipped baseline"], record["results"]["pruned"]
+    assert reference["train_step_vs_reference"] == reference["forward_vs_reference"] == 1.0
+    assert len(reference["train_step_seconds"]) == 1  # the first step is warm-up
+    assert other["layers"] == reference["layers"] and other["parameters_m"] <= reference["parameters_m"]
+    assert other["forward_ms_median"] > 0 and other["train_step_vs_reference"] > 0
+    with pytest.raises(SystemExit):
+        backbone_probe.main(["--backbone", "no-folder"])
