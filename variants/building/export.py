@@ -297,12 +297,14 @@ def quantize_int8(
     per_channel: bool = True,
     settings: Int8Settings | None = None,
     fp32_products: Sequence[str] | None = None,
+    embeddings: bool = False,
 ) -> Path:
     """Dynamic INT8 quantization for the CPU provider (activations quantized at run time).
 
     MatMul and fused Attention nodes are quantized (MatMulInteger / QAttention), except the nodes named
     in ``fp32_products`` (default none), which stay FP32: the engine's chain names the QA head
-    (:func:`head_products`); :func:`ffn_output_products` names other candidates. ``per_channel`` (one scale
+    (:func:`head_products`); :func:`ffn_output_products` names other candidates. ``embeddings``: the fused
+    embedding node's tables too (``QEmbedLayerNormalization``, most of a small model's file). ``per_channel`` (one scale
     per output column) is more accurate. ``settings`` (default: this CPU's,
     :func:`variants.core.hardware.int8_settings`) picks s8, 7-bit s8 (``reduce_range``) or u8 weights: 8-bit s8
     would saturate on x86 CPUs without VNNI. ``out_dir/quantization.json`` records the choice.
@@ -318,13 +320,14 @@ def quantize_int8(
             weight_type=QuantType[settings.weight_type],
             per_channel=per_channel,
             reduce_range=settings.reduce_range,
-            op_types_to_quantize=["MatMul", "Attention"],
+            op_types_to_quantize=["MatMul", "Attention", *(["EmbedLayerNormalization"] if embeddings else [])],
             nodes_to_exclude=fp32_products,
             use_external_data_format=_onnx_bytes(Path(src)) > _PROTOBUF_LIMIT,
             # ONNX shape inference cannot type the outputs of fused contrib ops; they are all FP32 here.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     report = {"per_channel": per_channel, **settings.as_dict(), "fp32_products": fp32_products}
+    report |= {"embeddings": "int8"} if embeddings else {}
     (out.parent / QUANTIZATION_REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
     log.info("quantized %s to INT8 (%s, per_channel=%s)", src, settings.format, per_channel)
     return out
