@@ -231,6 +231,22 @@ def test_int8_leaves_named_products_fp32(case: dict, optimized: bool, tmp_path: 
     assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
 
 
+def test_int8_embeddings_quantizes_the_fused_embedding_tables(case: dict, tmp_path: Path) -> None:
+    """``embeddings=True`` turns the optimized graph's fused embedding node into ``QEmbedLayerNormalization``:
+    its tables stored INT8 (a smaller file), the logits still close; the report says so."""
+    src = case["optimized"]
+    plain = export.quantize_int8(src, tmp_path / "plain")
+    path = export.quantize_int8(src, tmp_path / "emb", embeddings=True)
+    assert op_counts(plain).get("EmbedLayerNormalization") == 1 and "QEmbedLayerNormalization" not in op_counts(plain)
+    assert op_counts(path).get("QEmbedLayerNormalization") == 1 and "EmbedLayerNormalization" not in op_counts(path)
+    assert quantization_report(tmp_path / "emb")["embeddings"] == "int8"
+    assert "embeddings" not in quantization_report(tmp_path / "plain")
+    assert path.stat().st_size < plain.stat().st_size
+    feed, reference = case["feed"], case["torch"]
+    scale = max(float(np.abs(r).max()) for r in reference)
+    assert diff(ort_logits(path, feed), reference, feed["attention_mask"]) < INT8_TOLERANCE * scale
+
+
 @pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "exported"])
 def test_head_products_are_the_qa_head_and_stay_fp32(case: dict, optimized: bool, tmp_path: Path) -> None:
     """``head_products`` finds the one product that makes the logits (the QA head), whatever the graph's

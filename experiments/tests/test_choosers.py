@@ -9,7 +9,15 @@ import pytest
 import torch
 from squad_data import CONTEXT, write_squad
 
-from experiments import compare_holdout, fit_gap, int8_format_probe, ort_op_profile, static_int8_probe, teacher_gap
+from experiments import (
+    compare_holdout,
+    fit_gap,
+    int8_embedding_probe,
+    int8_format_probe,
+    ort_op_profile,
+    static_int8_probe,
+    teacher_gap,
+)
 from variants.records.record import load_records
 
 
@@ -150,6 +158,30 @@ def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_article
     (model / "train_config.json").write_text(json.dumps({"holdout_titles": []}))
     with pytest.raises(SystemExit, match="no held-out articles"):
         probe.main(["--model", str(model), "--data", str(data), "--out", str(out)])
+
+
+def test_the_int8_embedding_probe_compares_the_engine_build_with_int8_tables(tiny_pruned_dir, tmp_path):
+    import shutil  # noqa: PLC0415
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_pruned_dir, model)
+    config = model / "train_config.json"
+    record = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**record, "holdout_titles": ["t1"]}))
+    data = write_squad(tmp_path / "train.json", n=6, articles=3)
+    out = tmp_path / "probe.json"
+    probe = int8_embedding_probe
+    record = probe.main(["--model", str(model), "--data", str(data), "--threads", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and record["kind"] == "int8-embedding-probe"
+    results = record["results"]
+    assert set(results) == {"FP32", probe.ENGINE, probe.EMBEDDINGS}
+    assert all(r["latency_ms"]["n"] == 6 and 0 <= r["f1_at_zero"] <= 100 for r in results.values())
+    assert results[probe.ENGINE]["speed_vs_engine_int8"] == 1.0 and "f1_vs_engine_int8" not in results[probe.ENGINE]
+    compared = results[probe.EMBEDDINGS]["f1_vs_engine_int8"]
+    assert compared["interval_95"][0] <= compared["difference"] <= compared["interval_95"][1]
+    assert results[probe.EMBEDDINGS]["operators"].get("QEmbedLayerNormalization") == 1
+    assert results[probe.ENGINE]["operators"].get("EmbedLayerNormalization") == 1
+    assert results[probe.EMBEDDINGS]["size_mb"] <= results[probe.ENGINE]["size_mb"]
 
 
 def test_the_static_int8_probe_records_three_graphs_of_one_model(tiny_pruned_dir, tmp_path, caplog):
