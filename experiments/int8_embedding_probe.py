@@ -14,25 +14,21 @@ bootstrap). The rule that decides is in docs/results.md ("The embedding tables")
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from experiments.common import save_probe_record
 from experiments.probe import (
+    cpu_fp32_graph,
     data_facts,
     f1_against,
     graphs_in_turns,
-    held_out_arguments,
-    held_out_setup,
+    held_out_start,
     speed_against,
 )
-from variants.building.export import build_onnx_chain, head_products, quantize_int8
-from variants.building.storage import load_qa_model
+from variants.building.export import head_products, quantize_int8
 from variants.core.hardware import int8_settings
 
 ENGINE = "engine INT8 (QA head FP32)"
@@ -40,16 +36,10 @@ EMBEDDINGS = "engine INT8 + embeddings INT8"
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    held_out_arguments(parser)
-    args = parser.parse_args(argv)
-    titles, examples, threads = held_out_setup(args)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    args, titles, examples, threads, tokenizer = held_out_start(argv, __doc__)
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        fp32 = build_onnx_chain(
-            load_qa_model(args.model, compacted=True), tokenizer, ["optimize"], Path(tmp) / "fp32", for_gpu=False
-        )
+        fp32 = cpu_fp32_graph(args.model, tokenizer, Path(tmp) / "fp32")
         head = head_products(fp32)
         graphs = {
             "FP32": fp32,

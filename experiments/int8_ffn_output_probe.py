@@ -14,33 +14,30 @@ here is only indicative: the bench measures the build it ships.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
 from pathlib import Path
 
 import onnx
-from transformers import AutoTokenizer
 
 from experiments.common import save_probe_record
-from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup
-from variants.building.export import build_onnx_chain, ffn_output_products, head_products, quantize_int8
-from variants.building.storage import load_qa_model
+from experiments.probe import (
+    cpu_fp32_graph,
+    data_facts,
+    f1_against,
+    graphs_in_turns,
+    held_out_start,
+)
+from variants.building.export import ffn_output_products, head_products, quantize_int8
 from variants.core.hardware import int8_settings
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    held_out_arguments(parser)
-    args = parser.parse_args(argv)
-    titles, examples, threads = held_out_setup(args)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    args, titles, examples, threads, tokenizer = held_out_start(argv, __doc__)
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        fp32 = build_onnx_chain(
-            load_qa_model(args.model, compacted=True), tokenizer, ["optimize"], Path(tmp) / "fp32", for_gpu=False
-        )
+        fp32 = cpu_fp32_graph(args.model, tokenizer, Path(tmp) / "fp32")
         products = [n.name for n in onnx.load(str(fp32)).graph.node if n.op_type in ("MatMul", "Attention")]
         choices = {"every product INT8": []}
         layers = sorted({name.split("layer.")[1].split("/")[0] for name in products if "layer." in name}, key=int)

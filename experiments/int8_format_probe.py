@@ -17,19 +17,22 @@ Each is built as the engine builds it: every product INT8 (as in the committed r
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from experiments.common import save_probe_record
-from experiments.probe import data_facts, f1_against, graphs_in_turns, held_out_arguments, held_out_setup, speed_against
-from variants.building.export import build_onnx_chain, quantize_int8, quantized_weights
-from variants.building.storage import load_qa_model
+from experiments.probe import (
+    cpu_fp32_graph,
+    data_facts,
+    f1_against,
+    graphs_in_turns,
+    held_out_start,
+    speed_against,
+)
+from variants.building.export import quantize_int8, quantized_weights
 from variants.core.hardware import Int8Settings, int8_settings
 
 FORMATS = {  # name -> how quantize_int8 builds it
@@ -41,15 +44,10 @@ REFERENCE = "U8U8"
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    held_out_arguments(parser)
-    args = parser.parse_args(argv)
-    titles, examples, threads = held_out_setup(args)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = load_qa_model(args.model, compacted=True)
+    args, titles, examples, threads, tokenizer = held_out_start(argv, __doc__)
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        fp32 = build_onnx_chain(model, tokenizer, ["optimize"], Path(tmp) / "fp32", for_gpu=False)
+        fp32 = cpu_fp32_graph(args.model, tokenizer, Path(tmp) / "fp32")
         graphs = {"FP32 (ORT-optimized)": fp32}
         graphs |= {name: quantize_int8(fp32, Path(tmp) / name, settings=s) for name, s in FORMATS.items()}
         results, per_question = graphs_in_turns(graphs, tokenizer, examples, threads)

@@ -11,10 +11,13 @@ from typing import Any
 
 import numpy as np
 import onnx
+from transformers import AutoTokenizer
 
 from variants.answering.qa import answer_pairs
 from variants.answering.runtime import OrtQAModel, cpu_threads
 from variants.answering.timing import latency_pass, summarize
+from variants.building.export import build_onnx_chain
+from variants.building.storage import load_qa_model
 from variants.core.squad import QAExample, paired_bootstrap, question_f1, squad_v2_scores
 from variants.training.evaluation import held_out_questions
 
@@ -33,6 +36,23 @@ def held_out_setup(args: argparse.Namespace) -> tuple[list[str], list[QAExample]
     threads to run on."""
     titles, examples = held_out_questions(args.data, [args.model])
     return titles, examples[: args.limit or None], args.threads or cpu_threads()
+
+
+def held_out_start(argv: list[str] | None, doc: str) -> tuple[argparse.Namespace, list[str], list[QAExample], int, Any]:
+    """A held-out probe's start: its options (:func:`held_out_arguments`, described by ``doc``'s first line) parsed
+    from ``argv``, then :func:`held_out_setup`'s articles, questions and threads, and the model's tokenizer."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", maxsplit=1)[0])
+    held_out_arguments(parser)
+    args = parser.parse_args(argv)
+    titles, examples, threads = held_out_setup(args)
+    return args, titles, examples, threads, AutoTokenizer.from_pretrained(args.model)
+
+
+def cpu_fp32_graph(model_dir: str, tokenizer: Any, folder: Path) -> Path:
+    """The compacted model's ORT-optimized FP32 graph for the CPU, built into ``folder``: what the INT8 probes
+    quantize in their several ways (the engine's INT8 step reads the same graph)."""
+    model = load_qa_model(model_dir, compacted=True)
+    return build_onnx_chain(model, tokenizer, ["optimize"], Path(folder), for_gpu=False)
 
 
 def graphs_in_turns(

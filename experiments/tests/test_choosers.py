@@ -129,7 +129,8 @@ def test_the_teacher_gap_is_zero_for_the_teacher_and_compares_students_question_
         gap.main([*args, "--models", str(same), str(other)])
 
 
-def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_articles(tiny_pruned_dir, tmp_path):
+def held_out_pruned_model(tiny_pruned_dir, tmp_path):
+    """A copy of the tiny pruned model whose training held out article t1, and a training file of 3 articles."""
     import shutil  # noqa: PLC0415
 
     model = tmp_path / "model"
@@ -137,7 +138,11 @@ def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_article
     config = model / "train_config.json"
     record = json.loads(config.read_text()) if config.exists() else {}
     config.write_text(json.dumps({**record, "holdout_titles": ["t1"]}))
-    data = write_squad(tmp_path / "train.json", n=6, articles=3)
+    return model, write_squad(tmp_path / "train.json", n=6, articles=3)
+
+
+def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_articles(tiny_pruned_dir, tmp_path):
+    model, data = held_out_pruned_model(tiny_pruned_dir, tmp_path)
     probe = int8_format_probe
     out = tmp_path / "probe.json"
     record = probe.main(["--model", str(model), "--data", str(data), "--threads", "1", "--out", str(out)])
@@ -161,14 +166,7 @@ def test_the_int8_format_probe_compares_three_weight_formats_on_held_out_article
 
 
 def test_the_int8_embedding_probe_compares_the_engine_build_with_int8_tables(tiny_pruned_dir, tmp_path):
-    import shutil  # noqa: PLC0415
-
-    model = tmp_path / "model"
-    shutil.copytree(tiny_pruned_dir, model)
-    config = model / "train_config.json"
-    record = json.loads(config.read_text()) if config.exists() else {}
-    config.write_text(json.dumps({**record, "holdout_titles": ["t1"]}))
-    data = write_squad(tmp_path / "train.json", n=6, articles=3)
+    model, data = held_out_pruned_model(tiny_pruned_dir, tmp_path)
     out = tmp_path / "probe.json"
     probe = int8_embedding_probe
     record = probe.main(["--model", str(model), "--data", str(data), "--threads", "1", "--out", str(out)])
