@@ -206,7 +206,11 @@ def deploy_demo(args: argparse.Namespace, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)  # its defaults read the VARIANTS_* variables
+    except ValueError as exc:  # e.g. VARIANTS_MAX_BATCH=abc: the variable and its value, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.demo_replicas:
         if not args.backend:
             print("error: --demo-replicas needs --backend (the replicas answer through it)", file=sys.stderr)

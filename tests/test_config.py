@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -89,6 +90,22 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(config.MAX_CONTEXT_ENV, "0")
     with pytest.raises(ValueError, match="at least 1"):
         config.max_context_chars()
+
+
+def test_a_windows_rule_from_the_environment_is_checked_like_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(config.WINDOWS_ENV, "odds")
+    assert parse([]).windows == "odds"
+    monkeypatch.setenv(config.WINDOWS_ENV, "bogus")
+    with pytest.raises(ValueError, match=rf"{config.WINDOWS_ENV}='bogus' is not one of .*near"):
+        parse([])
+
+
+def test_the_app_says_which_variable_is_bad_instead_of_a_traceback() -> None:
+    env = {**os.environ, config.MAX_BATCH_ENV: "abc"}
+    out = subprocess.run([sys.executable, "app.py", "--help"], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"error: {config.MAX_BATCH_ENV}='abc' is not a whole number" in out.stderr
 
 
 def test_the_cpu_pass_cap_is_the_default_a_number_or_none(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from variants import cli
 from variants.answering.qa import CALIBRATED_THRESHOLD, DecodeSettings, InputError
+from variants.answering.runtime import resolve_device
 from variants.benchmarking import accuracy, bench
 from variants.benchmarking import options as bench_options
 from variants.core import spec as specs
@@ -118,6 +120,43 @@ def test_cli_ask_json(tiny_qa_dir, tiny_pruned_dir, tmp_path):
     bad = subprocess.run([*cmd[:-5], "--context", "", "--question", QUESTION], capture_output=True, text=True,
                          cwd=ROOT, env=env, timeout=300, check=False)  # fmt: skip
     assert bad.returncode == 2 and "context" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_unknown_variant_name_is_refused_with_the_known_ones(tiny_qa_dir, tiny_pruned_dir, tmp_path):
+    overrides = {"baseline": str(tiny_qa_dir), "pruned": str(tiny_pruned_dir)}
+    with pytest.raises(ValueError, match=r"unknown variant\(s\) 'bogus'; this preset has baseline, "):
+        load_engine("embedded", "cpu", overrides, names=["baseline", "bogus"], settings=SETTINGS, cache_dir=tmp_path)
+    assert cli.variant_names(" baseline, pruned ,,") == ["baseline", "pruned"]  # spaces and empty names dropped
+    assert cli.variant_names("") is None and cli.variant_names(None) is None
+
+
+def test_a_device_name_is_checked_and_cuda_without_a_gpu_runs_on_the_cpu_saying_so(
+    tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch
+):
+    for bad in ("gpu", "cuda:x", "CPU", ""):
+        with pytest.raises(ValueError, match="auto, cpu, cuda or cuda:N"):
+            resolve_device(bad)
+    assert resolve_device("cuda:1") == "cuda:1" and resolve_device("cpu") == "cpu"
+    import torch  # noqa: PLC0415
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    overrides = {"baseline": str(tiny_qa_dir), "pruned": str(tiny_pruned_dir)}
+    engine = load_engine("embedded", "cuda", overrides, names=["baseline"], settings=SETTINGS, cache_dir=tmp_path)
+    assert engine.device == "cpu" and "cuda" in engine.notice and "CPU" in engine.notice
+    assert engine.ask(QUESTION, CONTEXT)[0].error is None
+
+
+def test_cli_ask_exits_1_when_a_variant_fails(tiny_qa_dir, tmp_path, capsys):
+    broken = tmp_path / "broken"  # a pruned model folder whose weights cannot be read
+    shutil.copytree(tiny_qa_dir, broken)
+    for weights in broken.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")
+    args = ["--preset", "embedded", "--baseline", str(tiny_qa_dir), "--pruned", str(broken), "--no-fallback",
+            "--variants", "baseline,pruned", "--cache-dir", str(tmp_path / "cache"), "--repeats", "1",
+            "--context", CONTEXT, "--question", QUESTION]  # fmt: skip
+    assert cli.ask_main(args) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "ERROR" not in lines[0] and "ERROR" in lines[1]
 
 
 @pytest.mark.parametrize("calibrated", [-1e9, 1e9])

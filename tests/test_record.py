@@ -113,3 +113,17 @@ def test_newer_schemas_are_refused_and_junk_is_skipped(tmp_path):
         Record.from_dict({"schema_version": SCHEMA_VERSION + 1, "created": "2026", "device": "cpu"})
     (tmp_path / "junk.json").write_text("[1, 2]")
     assert load_records(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("created", None), ("created", ""), ("preset", None), ("device", 3), ("hardware", None), ("settings", [])],
+)
+def test_a_record_with_a_field_of_the_wrong_type_is_skipped_not_loaded(tmp_path, field, value):
+    """The app sorts and names records by these before showing any: a hand-edited one must not stop it."""
+    good = {"created": "2026-11-28T12:00:00Z", "device": "cpu", "preset": "embedded", "variants": []}
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "edited.json").write_text(json.dumps(good | {field: value}))
+    assert [r.file for r in load_records(tmp_path)] == ["good.json"]
+    with pytest.raises(ValueError, match=field):
+        Record.from_dict(good | {field: value})

@@ -210,3 +210,19 @@ def test_the_long_passage_view_shows_what_a_whole_article_costs_under_the_record
     assert "251 answerable questions" in note and "8,488 to 49,669 characters" in note and "`near`" in note
     assert list(table.columns) == LONG_COLUMNS
     assert table.iloc[0].tolist() == [long.entry("baseline").short_label, 66.72, 61.5, 5.22, 89.24]
+
+
+def test_a_record_that_cannot_be_shown_says_so_and_the_page_still_builds(record) -> None:
+    broken = dataclasses.replace(record, variants=[dataclasses.replace(e) for e in record.variants])
+    broken.variants[0].seq_len_sweep = [{"p50_ms": 3.0}]  # a sweep point cut short: no length
+    header, _scatter, table, *_rest, csv = benchmark_outputs(broken, "")
+    assert "cannot be shown" in header and (broken.file or broken.created) in header
+    assert csv is None and not len(table)
+
+
+def test_a_variant_that_failed_in_the_run_is_named_with_its_reason(record) -> None:
+    failed = dataclasses.replace(record, variants=[dataclasses.replace(e) for e in record.variants])
+    failed.variants[-1].error = "RuntimeError: out of memory"
+    header = benchmark_outputs(failed, "")[0]
+    assert "Not measured" in header and "out of memory" in header
+    assert "Not measured" not in benchmark_outputs(record, "")[0]

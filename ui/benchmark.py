@@ -2,6 +2,7 @@
 charts, table and CSV, with the accuracy view (which no-answer threshold) chosen in the tab; at its foot the
 newest GPU record (:mod:`ui.gpu_view`), read once when the page is built."""
 
+import logging
 import math
 import tempfile
 import time
@@ -21,6 +22,8 @@ from .charts import accuracy_figure, no_answer_floor, seq_len_figure
 from .gpu_view import gpu_section
 from .styles import html_block
 from .text import count, esc, fmt_params
+
+log = logging.getLogger(__name__)
 
 TABLE_COLUMNS = {  # records_to_frame column -> table header (short: a phone shows three or four at a time)
     "short_label": "Variant",
@@ -234,6 +237,9 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     if random_weights:
         which = "every variant" if measured == "Latency" else ", ".join(random_weights)
         lines.append(f'<span class="qa-latency-only">{esc(LATENCY_ONLY)}</span>: {esc(which)} (no accuracy measured)')
+    failed = [f"{e.short_label}: {e.error}" for e in record.entries if e.error]
+    if failed:
+        lines.append(esc("Not measured (no numbers in the table or chart): " + "; ".join(failed)))
     missing = missing_numbers(frame, view)
     warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, missing) if text)
     return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
@@ -389,7 +395,18 @@ def long_inputs_note(record: Record | None) -> str:
 
 def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> tuple:
     """(header, scatter, table, seq-len chart, profile note, profile table, long-passage note, long-passage table,
-    CSV path) for a record or none, accuracy as ``view`` has it."""
+    CSV path) for a record or none, accuracy as ``view`` has it. A record that cannot be shown (edited by hand,
+    cut short) gives the outputs of none, with a note saying which and why: never a page that does not build."""
+    try:
+        return _record_outputs(record, note, view)
+    except Exception as exc:  # any field of a stored file may be off: the page still builds
+        name = (record.file or record.created) if record is not None else ""
+        log.warning("the benchmark record %s cannot be shown: %r", name, exc)
+        reason = f"The benchmark record {name} cannot be shown ({type(exc).__name__}: {exc}): choose another."
+        return _record_outputs(None, reason, view)
+
+
+def _record_outputs(record: Record | None, note: str, view: str) -> tuple:
     frame = record_frame(record, view) if record is not None else None
     csv = write_csv(frame, record, record_view(view)) if record is not None else None
     floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0

@@ -28,6 +28,7 @@ from variants.core.config import (
     PRESET_ENV,
     PRUNED_ENV,
     WINDOWS_ENV,
+    env_choice,
     env_flag,
     env_number,
     env_text,
@@ -123,7 +124,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--windows",
         choices=WINDOW_RULES,
-        default=env_text(WINDOWS_ENV) or DecodeSettings.windows,
+        default=env_choice(WINDOWS_ENV, WINDOW_RULES, DecodeSettings.windows),
         help="how a long context's windows are combined: 'near' (as 'focus', each span also weighed by how much "
         "of the question's wording stands in its sentence), 'focus' (as 'odds', each window weighed by how much of "
         "the question's wording it holds), 'odds' (the span whose window rates it highest against "
@@ -144,6 +145,12 @@ def batching_from_args(args: argparse.Namespace) -> BatchingConfig | None:
     return BatchingConfig(max_wait_ms=args.batch_wait_ms, max_batch_size=args.max_batch)
 
 
+def variant_names(text: str | None) -> list[str] | None:
+    """``--variants``' names: comma-separated, spaces around them ignored; None (all) when none are given."""
+    names = [name.strip() for name in (text or "").split(",") if name.strip()]
+    return names or None
+
+
 def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
     """Load the engine the arguments describe (a ``--config`` file fills what the flags leave open)."""
 
@@ -153,7 +160,7 @@ def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
     preset = args.preset or config.get("preset", specs.DEFAULT_PRESET)
     overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k) or config.get(k))}
     custom = specs.specs_from_config(config, device) if config.get("variants") else None
-    names = args.variants.split(",") if args.variants else None
+    names = variant_names(args.variants)
     return load_engine(
         preset,
         device,
@@ -178,7 +185,7 @@ def remote_engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
         raise ValueError("--config is not supported with --backend: name a --preset and --variants")
     device = resolve_device(args.device)
     overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k))}
-    names = args.variants.split(",") if args.variants else None
+    names = variant_names(args.variants)
     preset = args.preset or specs.DEFAULT_PRESET
     return remote_engine(args.backend, preset, device, names, overrides, progress)
 
@@ -196,15 +203,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    failed = 1 if any(r.error for r in results) else 0  # a script sees that a variant did not answer
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
-        return 0
+        return failed
     print("\n".join(answer_line(r) for r in results))
     timing = next((r.timing for r in results if r.timing), "")
     if timing:
         # on stderr: stdout stays one line per variant
         print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns", file=sys.stderr)
-    return 0
+    return failed
 
 
 def answer_line(r) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +26,14 @@ from variants.core import config
 log = logging.getLogger("variants.answering.runtime")
 
 
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``."""
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` as they are.
+    Anything else is a ``ValueError`` that says what is accepted."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise ValueError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
     if device != "auto":
         return device
     import torch  # noqa: PLC0415

@@ -7,7 +7,7 @@ every variable. Nothing here imports model code."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PRESET_ENV = "VARIANTS_PRESET"
@@ -82,6 +82,16 @@ def env_number(name: str, kind: type[int] | type[float], default, environ: Mappi
     if value < 0:
         raise ValueError(f"{name} must not be negative, not {value}")
     return value
+
+
+def env_choice(name: str, choices: Sequence[str], default: str, environ: Mapping[str, str] | None = None) -> str:
+    """The variable if it is one of ``choices``, else ``default`` when unset; a value outside them names it."""
+    raw = env_text(name, environ)
+    if raw is None:
+        return default
+    if raw not in choices:
+        raise ValueError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw
 
 
 def on_space(environ: Mapping[str, str] | None = None) -> bool:

@@ -216,3 +216,13 @@ SHORT_LABELS = {
 def short_label(name: str, label: str = "") -> str:
     """A variant's short plain name: the chain's own, else its label, else its name."""
     return SHORT_LABELS.get(name) or label or name
+
+
+def named(chosen: list[VariantSpec], names: list[str]) -> list[VariantSpec]:
+    """The variants of ``chosen`` named in ``names``, in the chain's order; an unknown name is a ``ValueError``
+    that lists the known ones (a typo must not silently leave a variant out)."""
+    known = [s.name for s in chosen]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(map(repr, unknown))}; this preset has {', '.join(known)}")
+    return [s for s in chosen if s.name in names]

@@ -324,6 +324,7 @@ class Record:
         peers = [VariantEntry.from_dict(e, schema) for e in data.pop("peers", None) or []]
         file = data.pop("_file", None) or data.pop("file", None)
         known = _known(cls, data)
+        _check_fields(known)
         return cls(
             **known,
             variants=entries,
@@ -359,6 +360,23 @@ class Record:
         return record
 
 
+TEXT_FIELDS = ("created", "device", "preset", "kind")  # what the record chooser and its sorting read
+DICT_FIELDS = ("hardware", "versions", "data", "settings", "method")
+
+
+def _check_fields(fields: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming a top-level field of the wrong type (a record edited by hand or cut short):
+    the app lists and sorts records by these before it shows any one of them."""
+    if not isinstance(fields.get("created"), str) or not fields["created"]:
+        raise ValueError("record field 'created' is not a time stamp")
+    for name in TEXT_FIELDS:
+        if name in fields and not isinstance(fields[name], str):
+            raise ValueError(f"record field {name!r} is not text")
+    for name in DICT_FIELDS:
+        if name in fields and not isinstance(fields[name], dict):
+            raise ValueError(f"record field {name!r} is not an object")
+
+
 def load_records(folder: str | Path) -> list[Record]:
     """Every readable record in ``folder``, newest first (files that are not records are skipped, logged)."""
     records = []
@@ -368,7 +386,7 @@ def load_records(folder: str | Path) -> list[Record]:
             if not isinstance(raw, dict) or "variants" not in raw or "created" not in raw:
                 raise ValueError("not a benchmark record")
             record = Record.from_dict(raw)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("skipping %s: %s", path, exc)
             continue
         record.file = path.name

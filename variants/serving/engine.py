@@ -473,11 +473,11 @@ def load_engine(
     dynamic batching of concurrent requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when
     to say "no answer" (0, the pipeline rule; a number; or "calibrated").
     """
-    device = resolve_device(device)
+    device, no_gpu = _usable_device(resolve_device(device))
     limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
     chosen = variant_specs or specs.preset(preset, device, overrides)
     if names:
-        chosen = [s for s in chosen if s.name in names]
+        chosen = specs.named(chosen, names)
     options = {
         "device": device,
         "settings": settings or DecodeSettings(),
@@ -492,14 +492,30 @@ def load_engine(
         if problem:
             log.warning("falling back to the embedded preset: %s", problem)
             fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
-            if names:
+            if names:  # the names were checked against the preset asked for; the fallback keeps those it has
                 fallback_specs = [s for s in fallback_specs if s.name in names]
             engine = Engine(fallback_specs, preset=specs.FALLBACK_PRESET, **options)
             engine.notice = (
                 f"The {preset} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
                 f"models are shown instead. {problem}"
             )
+    if no_gpu:
+        engine.notice = " ".join(filter(None, [no_gpu, engine.notice]))
     return engine.load(progress)
+
+
+def _usable_device(device: str) -> tuple[str, str]:
+    """``device``, or the CPU with a sentence saying why when CUDA is asked for and torch sees no GPU: every
+    variant then runs on the CPU and the page says so, instead of the PyTorch ones failing while ONNX Runtime's
+    fall back to the CPU on their own."""
+    if not device.startswith("cuda"):
+        return device, ""
+    import torch  # noqa: PLC0415
+
+    if torch.cuda.is_available():
+        return device, ""
+    why = "this PyTorch build has no CUDA" if torch.version.cuda is None else "PyTorch sees no GPU"
+    return "cpu", f"The {device} device was asked for, but {why}: every variant runs on the CPU."
 
 
 def _first_unavailable(engine: Engine) -> str | None:

@@ -140,5 +140,5 @@ def remote_engine(
     """The variants of ``preset`` (or ``names`` of them) answered by the Ray Serve proxy at ``backend``."""
     chosen = specs.preset(preset, device, overrides)
     if names:
-        chosen = [s for s in chosen if s.name in names]
+        chosen = specs.named(chosen, names)
     return RemoteEngine(chosen, device=device, preset=preset, backend=backend).load(progress)
