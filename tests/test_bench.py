@@ -5,6 +5,7 @@ Only shapes, counts and orderings are checked: the timings themselves depend on 
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -264,6 +265,26 @@ def test_quick_benchmark(engine, squad_file, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written unless asked
     quick.quick_benchmark(engine, examples, 2, out=tmp_path)
     assert len(list(tmp_path.glob("*.json"))) == 1 and len(list(tmp_path.glob("*.csv"))) == 1
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--limit", "-5"], ["--limit", "0"], ["--threads", "-2"], ["--seq-lens", "0,-32"], ["--batch-sizes", ","],
+     ["--accuracy-batch", "0"], ["--latency-round", "0"], ["--runs", "-1"], ["--warmup", "-1"]],
+)  # fmt: skip
+def test_bench_refuses_a_count_below_its_least_before_anything_runs(flags, capsys):
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)  # the parser only: a count it let through would start a whole bench
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(flags)
+    assert stop.value.code == 2 and "argument " + flags[0] in capsys.readouterr().err
+
+
+def test_bench_counts_read_as_given():
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    args = parser.parse_args(["--seq-lens", "32, 64", "--warmup", "0", "--profile-questions", "0", "--limit", "7"])
+    assert (args.seq_lens, args.warmup, args.profile_questions, args.limit) == ((32, 64), 0, 0, 7)
 
 
 def test_load_data_limit_and_counts(squad_file):

@@ -226,6 +226,19 @@ def test_manifest_of_another_key_is_not_trusted(tmp_path: Path) -> None:
     assert build.calls == 2
 
 
+@pytest.mark.parametrize(
+    "files", [["model.onnx"], {"model.onnx": 3}, {"model.onnx": {"sha256": "x"}}, {"model.onnx": {"size": "7"}}]
+)
+def test_a_manifest_of_the_wrong_shape_is_rebuilt_not_a_crash(files, tmp_path: Path) -> None:
+    cache, build = ArtifactCache(tmp_path), Builder()
+    cache.get_or_build("k1", build)
+    manifest = tmp_path / "k1" / cache_mod.MANIFEST
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "files": files}))
+    assert "manifest" in cache_mod.check_manifest(tmp_path / "k1", "k1")
+    assert cache.get_or_build("k1", build).is_dir() and build.calls == 2
+    assert cache_mod.check_manifest(tmp_path / "k1", "k1") is None
+
+
 def test_leftovers_of_killed_builds_are_removed(tmp_path: Path) -> None:
     (tmp_path / ".tmp-k1-abc_123").mkdir()  # from a killed build of k1
     (tmp_path / ".tmp-k1-more-abc_123").mkdir()  # a build of key "k1-more", maybe running

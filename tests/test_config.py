@@ -13,6 +13,7 @@ import pytest
 
 from variants import cli
 from variants.core import config
+from variants.core import spec as specs
 
 ROOT = Path(__file__).resolve().parents[1]
 # (not sklearn: transformers imports it for generation whenever it is installed)
@@ -132,3 +133,36 @@ def test_every_variable_the_code_names_is_declared_in_config() -> None:
     assert named <= set(config.ENVIRONMENT), named - set(config.ENVIRONMENT)
     readers = [p.name for p in sources if "os.environ.get(" in p.read_text(encoding="utf-8") and p.name != "config.py"]
     assert set(readers) <= {"cache.py", "bench.py", "load_test.py"}, readers  # XDG_CACHE_HOME, OMP_NUM_THREADS, records
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[variants]]\nname = "a"\nsource = "b"\nstep = ["onnx", "int8"]\n', r"variant 1: unknown keys \['step'\]"),
+        ('[[variants]]\nname = "a"\nsource = "b"\nheadline = "false"\n', "'headline' must be a bool"),
+        ('[[variants]]\nname = "a"\nsource = "b"\nsteps = "onnx"\n', "'steps' must be a list"),
+        ('[[variants]]\nname = "a"\nsteps = ["onnx"]\n', "variant 1: source must be given"),
+        ('[[variants]]\nname = "a"\nsource = "b"\nsteps = [1]\n', "'steps' is a list of step names"),
+        ('variants = "baseline"\n', "'variants' is a list of tables"),
+        ('variants = ["baseline"]\n', "variant 1 is not a table"),
+        ('[baseline]\nsource = "x"\n', "'baseline' is a text value"),
+        ("preset = \n", "cannot be read as a config file"),
+    ],
+)
+def test_a_config_file_with_a_mistake_is_refused_saying_where(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "my.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        specs.load_config(path)
+
+
+def test_a_config_path_that_is_no_file_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    for path in (tmp_path, tmp_path / "missing.toml"):
+        with pytest.raises(ValueError, match="cannot be read as a config file"):
+            specs.load_config(path)
+    (tmp_path / "list.json").write_text("[1]")
+    with pytest.raises(ValueError, match="not a list"):
+        specs.load_config(tmp_path / "list.json")
+    good = tmp_path / "good.toml"
+    good.write_text('preset = "embedded"\n[[variants]]\nname = "a"\nsource = "b"\nsteps = ["onnx"]\nheadline = true\n')
+    assert specs.specs_from_config(specs.load_config(good), "cpu")[0].steps == ("onnx",)

@@ -106,6 +106,12 @@ def check_manifest(folder: Path, key: str, verify_hashes: bool = False) -> str |
         files = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"manifest missing or unreadable ({exc})"
+    well_formed = isinstance(files, dict) and all(
+        isinstance(info, dict) and isinstance(info.get("size"), int) and isinstance(info.get("sha256"), str)
+        for info in files.values()
+    )
+    if not well_formed:  # edited or written by something else: rebuilt like an unreadable one
+        return "manifest does not list each file with its size and sha256"
     if manifest.get("key") != key:
         return f"manifest is for key {manifest.get('key')!r}"
     for name, info in files.items():

@@ -173,13 +173,48 @@ def load_config(path: str | Path) -> dict:
     preset's chain, for users who want their own line-up.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # a folder, no such file, not TOML or JSON
+        raise ValueError(f"{path}: cannot be read as a config file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file holds keys and values, not a {type(data).__name__}")
     allowed = {"preset", "baseline", "pruned", "variants", "device"}
     unknown = set(data) - allowed
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    for key in sorted(allowed - {"variants"}):
+        if key in data and not isinstance(data[key], str):
+            raise ValueError(f"{path}: {key!r} is a text value, not {data[key]!r}")
+    if "variants" in data:
+        if not isinstance(data["variants"], list):
+            raise ValueError(f"{path}: 'variants' is a list of tables ([[variants]] in TOML)")
+        for i, entry in enumerate(data["variants"], 1):
+            _check_variant_entry(entry, f"{path}: variant {i}")
     return data
+
+
+VARIANT_KEYS = {"name": str, "label": str, "source": str, "steps": list, "headline": bool, "description": str,
+                "revision": str}  # fmt: skip
+
+
+def _check_variant_entry(entry: object, where: str) -> None:
+    """One ``[[variants]]`` table of a config file: known keys of the right types, ``name`` and ``source`` given,
+    ``steps`` a list of step names (a typo in a key must not quietly give another variant)."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} is not a table of keys")
+    unknown = set(entry) - set(VARIANT_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(VARIANT_KEYS)}")
+    missing = [k for k in ("name", "source") if k not in entry]
+    if missing:
+        raise ValueError(f"{where}: {' and '.join(missing)} must be given")
+    for key, kind in VARIANT_KEYS.items():
+        if key in entry and not isinstance(entry[key], kind):
+            raise ValueError(f"{where}: {key!r} must be a {kind.__name__}, not {entry[key]!r}")
+    if not all(isinstance(step, str) for step in entry.get("steps", [])):
+        raise ValueError(f"{where}: 'steps' is a list of step names")
 
 
 def specs_from_config(data: dict, device: str) -> list[VariantSpec]:
