@@ -26,6 +26,9 @@ log = logging.getLogger("variants.building.build")
 Progress = Callable[[float, str], None]
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer.model", "spiece.model", "vocab.json")
+
+
 @dataclass
 class BuiltVariant:
     """What a spec builds into: a runnable model, its tokenizer, and what decoding must know of it."""
@@ -82,7 +85,13 @@ class VariantBuilder:
     def tokenizer(self, spec: specs.VariantSpec):
         from transformers import AutoTokenizer  # noqa: PLC0415
 
-        return AutoTokenizer.from_pretrained(self.source(spec).path, use_fast=True, trust_remote_code=False)
+        path = self.source(spec).path
+        try:
+            return AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False)
+        except (OSError, TypeError, ValueError) as exc:  # no tokenizer files: transformers fails on a None path
+            if Path(path).is_dir() and not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+                raise ValueError(f"{path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)})") from None
+            raise ValueError(f"{path}: its tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
 
     def torch_model(self, spec: specs.VariantSpec, compacted: bool):
         """The source's torch model (compacted or not), loaded once and shared; a folder stored compacted

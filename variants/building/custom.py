@@ -117,6 +117,11 @@ def inspect_model(model_id: str, max_mb: float | None = None) -> CheckedModel:
         raise CustomModelRefused(f"{model_id} has no config.json: it is not a transformers model.")
     if (config_file.size or 0) > MAX_CONFIG_BYTES:
         raise CustomModelRefused(f"{model_id}'s config.json is implausibly large ({config_file.size:,} bytes).")
+    if "compact.json" in siblings:  # this project's compacted format names other folders' files: local use only
+        raise CustomModelRefused(
+            f"{model_id} holds a compact.json (this project's compacted format): the page loads plain transformers "
+            "models only."
+        )
     config = _fetch_config(model_id, revision)
     model_type, architecture = _check_config(model_id, config)
     extra_ignore = _OTHER_WEIGHTS if any(name.endswith(".safetensors") for name in siblings) else ()

@@ -95,6 +95,9 @@ def load(folder: str | Path, dense: bool = False) -> nn.Module:
 
     folder = Path(folder)
     layout = json.loads((folder / LAYOUT).read_text())
+    missing = [key for key in ("heads_removed", "ffn_kept") if not isinstance(layout.get(key), dict)]
+    if missing:
+        raise ValueError(f"{folder}: {LAYOUT} does not say {' or '.join(missing)}: it was not written by save()")
     config = AutoConfig.from_pretrained(folder)
     model = AutoModelForQuestionAnswering.from_config(copy.deepcopy(config))  # the cut changes its config
     cut = Cut({int(k): v for k, v in layout["heads_removed"].items()},
@@ -102,12 +105,20 @@ def load(folder: str | Path, dense: bool = False) -> nn.Module:
     apply_cut(model, cut)
     state = load_file(str(folder / "model.safetensors"))
     if "embeddings" in layout:
-        base = load_file(str(folder / layout["embeddings"]["from"] / "model.safetensors"))
+        shared = folder / layout["embeddings"]["from"]
+        if not (shared / "model.safetensors").is_file():
+            raise ValueError(f"{folder}: its embeddings are shared with {shared}, which holds no model.safetensors")
+        base = load_file(str(shared / "model.safetensors"))
         keys = _embedding_keys(model, base)
         if _digest(base, keys) != layout["embeddings"]["sha256"]:
             raise ValueError(f"{folder}: the embeddings in {layout['embeddings']['from']} changed since it was saved")
         state.update({k: base[k].to(torch.float16) for k in keys})
-    model.load_state_dict(state, strict=True)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:  # its first line says only "Error(s) in loading state_dict": give the first cause
+        causes = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        first = causes[0] if causes else str(exc)
+        raise ValueError(f"{folder}: {LAYOUT} does not match model.safetensors ({first[:300]})") from None
     model.eval()
     if dense:
         return pruning.expand_to_dense(model, AutoModelForQuestionAnswering.from_config(config), cut.kept).eval()
@@ -124,7 +135,16 @@ def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
         return load(folder, dense=not compacted).float()
     from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
 
-    model = AutoModelForQuestionAnswering.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False).eval()
+    model, info = AutoModelForQuestionAnswering.from_pretrained(
+        folder, dtype=torch.float32, trust_remote_code=False, output_loading_info=True
+    )
+    head = [key for key in info["missing_keys"] if not key.startswith(model.base_model_prefix + ".")]
+    if head:  # transformers gave it a random head and only warned: its answers would be noise
+        raise ValueError(
+            f"{folder} is not a question-answering model: its weights have no {', '.join(sorted(head))} "
+            "(a base or other-task model, to which transformers adds an untrained head)"
+        )
+    model.eval()
     if compacted:
         pruning.compact(model)
     return model
