@@ -10,6 +10,7 @@ This file only parses options and wires the tabs of :mod:`ui` to the engine; no 
 """
 
 import argparse
+import errno
 import functools
 import logging
 import socket
@@ -29,7 +30,7 @@ from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
-from variants.cli import add_model_arguments, engine_from_args, remote_engine_from_args
+from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
 from variants.core.spec import short_label
 from variants.serving import http as serve
@@ -98,18 +99,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Gradio app: QA variants side by side")
     add_model_arguments(parser)  # defaults from the VARIANTS_* environment
     serving = config.serving_defaults()
-    parser.add_argument("--port", type=int, default=7860, help="local port (default 7860)")
+    parser.add_argument("--port", type=port_number, default=7860, help="local port (default 7860)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (a Space always uses 0.0.0.0)")
     parser.add_argument("--share", action="store_true", help="also make a temporary public gradio.live link")
     parser.add_argument(
         "--concurrency",
-        type=int,
+        type=positive_int,
         default=serving["concurrency"],
         help="model requests run at once (default 1: concurrent runs would distort the latencies)",
     )
     parser.add_argument(
         "--max-queue",
-        type=int,
+        type=positive_int,
         default=serving["max_queue"],
         help="requests that may wait in the queue; more are turned away (default 32)",
     )
@@ -163,21 +164,38 @@ def serve_address(args: argparse.Namespace) -> tuple[str, int]:
     return args.host, args.port
 
 
-def port_in_use(host: str, port: int) -> bool:
-    """Whether ``port`` on ``host`` cannot be served on: bound the way uvicorn binds (SO_REUSEADDR, so a port
+def bind_error(host: str, port: int) -> OSError | None:
+    """Why ``port`` on ``host`` cannot be served on, or None: bound the way uvicorn binds (SO_REUSEADDR, so a port
     left in TIME_WAIT by an app just stopped counts as free). The standard library's socket is all it takes."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return True
-    return False
+        except OSError as exc:  # socket.gaierror (an unknown host name) is one too
+            return exc
+    return None
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether ``port`` on ``host`` cannot be served on (:func:`bind_error`)."""
+    return bind_error(host, port) is not None
 
 
 def port_message(host: str, port: int) -> str:
-    return f"error: port {port} on {host} is already in use; start with --port N to serve on another port"
+    """What stops serving on ``host``:``port``, in one line: a busy port, or the interface's own error."""
+    error = bind_error(host, port)
+    if error is None or error.errno == errno.EADDRINUSE:
+        return f"error: port {port} on {host} is already in use; start with --port N to serve on another port"
+    return f"error: cannot serve on {host} port {port}: {error.strerror or error}; check --host and --port"
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535."""
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, not {port}")
+    return port
 
 
 def backend_app(argv: list[str]) -> FastAPI:

@@ -449,6 +449,27 @@ def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyP
     assert not app.port_in_use("127.0.0.1", port)  # closed again: free
 
 
+def test_a_host_that_cannot_be_bound_is_not_called_a_busy_port(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setattr(app, "load_models", lambda _args: pytest.fail("the models loaded before the host was checked"))
+    assert app.main(["--preset", "embedded", "--host", "no-such-host.invalid", "--port", "7891"]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith("error: cannot serve on no-such-host.invalid port 7891") and "in use" not in message
+
+
+@pytest.mark.parametrize("flags", [["--port", "70000"], ["--port", "0"], ["--concurrency", "0"], ["--max-queue", "0"]])
+def test_serving_numbers_out_of_range_are_refused_before_anything_loads(flags: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        app.parse_args(flags)
+    assert stop.value.code == 2 and flags[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable", ["VARIANTS_CONCURRENCY", "VARIANTS_MAX_QUEUE"])
+def test_a_queue_setting_of_zero_from_the_environment_is_refused(variable: str, monkeypatch) -> None:
+    monkeypatch.setenv(variable, "0")
+    assert app.main(["--preset", "embedded"]) == 2
+
+
 def test_the_title_counts_the_variants_shown(engine) -> None:
     intro = page_intro(engine)
     assert intro.startswith("# One QA model, six variants side by side") and len(engine.loaded) == 6

@@ -148,10 +148,12 @@ def results_dir() -> str | None:
 
 def serving_defaults() -> dict[str, int]:
     """The app's queue settings from the environment: model requests at once, and queue length."""
-    return {
-        "concurrency": env_number(CONCURRENCY_ENV, int, 1),
-        "max_queue": env_number(MAX_QUEUE_ENV, int, 32),
-    }
+    values = {"concurrency": (CONCURRENCY_ENV, 1), "max_queue": (MAX_QUEUE_ENV, 32)}
+    settings = {key: env_number(name, int, default) for key, (name, default) in values.items()}
+    for key, (name, _) in values.items():
+        if settings[key] < 1:  # 0 would hang every request (concurrency) or turn every one away (queue)
+            raise ValueError(f"{name} must be at least 1, not {settings[key]}")
+    return settings
 
 
 def allow_custom_setting(environ: Mapping[str, str] | None = None) -> bool | None:
