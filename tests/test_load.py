@@ -143,3 +143,23 @@ def test_small_soak(engine_for_soak, tmp_path) -> None:
 @pytest.fixture
 def engine_for_soak(tiny_qa_dir, tiny_pruned_dir, artifacts_dir):
     return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
+
+
+@pytest.mark.parametrize("module", [load_test_module, soak_module])
+def test_a_url_where_nothing_answers_is_one_line_not_a_traceback(module, capsys) -> None:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as free:  # a port nobody listens on: bound, then closed
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    warmup = ["--warmup", "1"] if module is soak_module else []
+    assert module.main(["--url", f"http://127.0.0.1:{port}", "--requests", "5", *warmup]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: nothing answers at http://127.0.0.1:{port}/") and "Traceback" not in err
+
+
+def test_a_soak_whose_warm_up_takes_every_request_is_refused(capsys) -> None:
+    with pytest.raises(SystemExit):
+        soak_module.parse_args(["--requests", "50"])  # the default warm-up is 100 requests
+    assert "--warmup (100) must be below --requests (50)" in capsys.readouterr().err
+    assert soak_module.parse_args(["--requests", "50", "--warmup", "10"]).warmup == 10

@@ -57,6 +57,19 @@ def check_url(url: str) -> str:
     return url.rstrip("/") + "/"
 
 
+def check_reachable(url: str, timeout_s: float = 5.0) -> str:
+    """``url``, if something accepts connections at its host and port; ValueError saying so otherwise (before
+    any client starts, rather than a traceback from the first request)."""
+    parts = urlparse(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"nothing answers at {url} ({reason}): start the app first, or leave --url out") from None
+    return url
+
+
 def bounded(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number in [low, high]."""
 

@@ -31,6 +31,7 @@ from variants.benchmarking.app_client import (
     add_server_arguments,
     batching_modes,
     bounded,
+    check_reachable,
     check_url,
     drive,
     launched_app,
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     try:
         if args.url:
-            url = check_url(args.url)
+            url = check_reachable(check_url(args.url))
             pid = args.pid or server_pid(url)
             run = run_load(url, pid, pairs, args.clients, args.requests, args.timeout_s)
             runs.append({"server": {"url": url, "launched": False, "label": args.label}, **run})

@@ -36,6 +36,7 @@ from variants.benchmarking.app_client import (
     add_server_arguments,
     batching_modes,
     bounded,
+    check_reachable,
     check_url,
     drive,
     launched_app,
@@ -173,7 +174,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=bounded(4, 500), default=200, help="distinct (question, context) pairs")
     parser.add_argument("--timeout-s", type=bounded(1, MAX_SECONDS), default=MAX_SECONDS, help="stop sending after")
     add_server_arguments(parser, OUT_DIR)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.warmup >= args.requests:  # no growth could be measured: the run would end "failed" on a clean server
+        parser.error(f"--warmup ({args.warmup}) must be below --requests ({args.requests})")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     modes: dict[str, dict[str, Any]] = {}
     try:
         if args.url:
-            url = check_url(args.url)
+            url = check_reachable(check_url(args.url))
             run = soak(url, args.pid or server_pid(url), pairs, *settings)
             modes[args.label or "attached"] = {"server": {"url": url, "launched": False}, **run}
         else:
