@@ -47,6 +47,7 @@ from ui.benchmark import (
 from ui.cards import card_html, summary_html
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants.benchmarking.quick import quick_benchmark
+from variants.building import custom
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
 from variants.serving.engine import load_engine
@@ -310,6 +311,15 @@ def test_failed_variant_is_isolated_on_its_card(tiny_qa_dir: Path, tmp_path: Pat
     assert "Broken &lt;b&gt;variant&lt;/b&gt;" in cards
     results = make_answer_api(engine)(CONTEXT, QUESTION)
     assert results[0]["error"] is None and results[1]["error"]
+
+
+def test_the_answer_api_leaves_out_a_model_a_visitor_loaded(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    """A visitor's Hub model is theirs: API callers keep getting the preset's variants, whoever loaded what."""
+    good = VariantSpec("baseline", "Baseline", str(tiny_qa_dir), (), True)
+    engine = load_engine(variant_specs=[good], device="cpu", settings=TINY_SETTINGS, cache_dir=tmp_path)
+    engine.add_variant(VariantSpec(custom.CUSTOM_NAME, "Your model: someone/else", str(tiny_qa_dir)))
+    assert engine.variants[custom.CUSTOM_NAME].ok
+    assert [r["variant"] for r in make_answer_api(engine)(CONTEXT, QUESTION, runs=1)] == ["baseline"]
 
 
 def test_the_validator_puts_each_message_under_its_own_box_before_anything_runs(engine) -> None:

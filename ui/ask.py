@@ -174,7 +174,8 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         runs: int = DEFAULT_RUNS,
         budget_s: float | None = DEFAULT_BUDGET_S,
     ) -> list[dict]:
-        """Answer `question` from `context` with every loaded variant, timed as the Ask tab times them.
+        """Answer `question` from `context` with every variant of the app's preset, timed as the Ask tab times
+        them (a Hub model a visitor loaded on the page is theirs and is left out).
 
         `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
         default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
@@ -192,7 +193,9 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         try:
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
             timing = request_rule(int(runs), float(budget_s) if budget_s else None)
-            return [r.to_json() for r in engine.ask_iter(question, context, null_threshold=threshold, rule=timing)]
+            names = [v.spec.name for v in engine.loaded if v.spec.name != custom.CUSTOM_NAME]
+            results = engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing)
+            return [r.to_json() for r in results]
         except (InputError, ValueError) as exc:
             raise gr.Error(str(exc)) from None
 
