@@ -226,3 +226,9 @@ def test_a_variant_that_failed_in_the_run_is_named_with_its_reason(record) -> No
     header = benchmark_outputs(failed, "")[0]
     assert "Not measured" in header and "out of memory" in header
     assert "Not measured" not in benchmark_outputs(record, "")[0]
+
+
+def test_a_records_folder_that_does_not_exist_is_named(engine, tmp_path) -> None:
+    record, note = stored_record(engine, tmp_path / "typo")
+    assert record is None and note == f"The benchmark records folder {tmp_path / 'typo'} does not exist."
+    assert stored_record(engine, tmp_path)[1].startswith("No benchmark records")  # there, but empty

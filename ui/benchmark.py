@@ -97,6 +97,8 @@ def stored_records(results_dir: Path | None) -> list[Record]:
 
 def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | None, str]:
     """The stored record for this preset and the hardware in use, and a note when it does not match."""
+    if results_dir is not None and not Path(results_dir).is_dir():  # --results-dir or VARIANTS_RESULTS mistyped
+        return None, f"The benchmark records folder {results_dir} does not exist."
     same_preset = [r for r in stored_records(results_dir) if r.preset == engine.preset]
     if not same_preset:
         return None, f"No benchmark records for the {engine.preset} preset yet."
