@@ -182,9 +182,10 @@ def port_in_use(host: str, port: int) -> bool:
     return bind_error(host, port) is not None
 
 
-def port_message(host: str, port: int) -> str:
-    """What stops serving on ``host``:``port``, in one line: a busy port, or the interface's own error."""
-    error = bind_error(host, port)
+def port_message(host: str, port: int, error: OSError | None = None) -> str:
+    """What stops serving on ``host``:``port`` (``error``, :func:`bind_error`'s; found again when not given), in
+    one line: a busy port, or the interface's own error."""
+    error = error or bind_error(host, port)
     if error is None or error.errno == errno.EADDRINUSE:
         return f"error: port {port} on {host} is already in use; start with --port N to serve on another port"
     return f"error: cannot serve on {host} port {port}: {error.strerror or error}; check --host and --port"
@@ -235,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return deploy_demo(args, argv)  # each replica parses the same options (and ignores --demo-replicas)
     host, port = serve_address(args)
-    if port_in_use(host, port):  # before the models load (a minute), not after
-        print(port_message(host, port), file=sys.stderr)
+    error = bind_error(host, port)
+    if error is not None:  # before the models load (a minute), not after
+        print(port_message(host, port, error), file=sys.stderr)
         return 2
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)

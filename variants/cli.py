@@ -37,15 +37,24 @@ from variants.serving.batching import BatchingConfig
 from variants.serving.engine import Engine, load_engine
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1 (thousands separators allowed)."""
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (thousands separators allowed)."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0 (thousands separators allowed)."""
+    return _whole_number(text, 0)
 
 
 def seconds(text: str) -> float:

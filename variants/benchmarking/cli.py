@@ -17,31 +17,15 @@ from variants.benchmarking.long_inputs import long_input_view
 from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
 from variants.benchmarking.peer import optimum_int8_runner, peer_runner
 from variants.building.replica import LATENCY_ONLY
-from variants.cli import add_model_arguments, engine_from_args
+from variants.cli import add_model_arguments, engine_from_args, non_negative_int, positive_int
 from variants.core.hardware import hardware_slug
 from variants.records.record import Record
 from variants.records.results import RESULTS_DIR, save_record
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number, at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    """An argparse type: a whole number, 0 or more."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
 def _ints(text: str) -> tuple[int, ...]:
     """An argparse type: comma-separated whole numbers, each at least 1, one at least."""
-    values = tuple(_positive(x) for x in text.split(",") if x.strip())
+    values = tuple(positive_int(x) for x in text.split(",") if x.strip())
     if not values:
         raise argparse.ArgumentTypeError("give one number at least, e.g. 32,64")
     return values
@@ -51,32 +35,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Benchmark options (the model options come from ``variants.__main__.add_model_arguments``)."""
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="SQuAD v2 JSON file or Hub dataset name")
     parser.add_argument("--split", default="validation", help="split of a Hub dataset")
-    parser.add_argument("--limit", type=_positive, default=None, help="use the first N questions only")
+    parser.add_argument("--limit", type=positive_int, default=None, help="use the first N questions only")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="folder for the JSON record and the CSV")
-    parser.add_argument("--latency-samples", type=_positive, default=200, help="timed questions per variant at batch 1")
-    parser.add_argument("--warmup", type=_non_negative, default=5, help="untimed questions per variant before timing")
-    parser.add_argument("--latency-round", type=_positive, default=25, help="questions per variant per turn at batch 1")
+    parser.add_argument(
+        "--latency-samples", type=positive_int, default=200, help="timed questions per variant at batch 1"
+    )
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=5, help="untimed questions per variant before timing"
+    )
+    parser.add_argument(
+        "--latency-round", type=positive_int, default=25, help="questions per variant per turn at batch 1"
+    )
     parser.add_argument(
         "--latency-passes",
-        type=_positive,
+        type=positive_int,
         default=LATENCY_PASSES,
         help=f"times the whole latency pass runs; speedups: median of the passes' ratios (default {LATENCY_PASSES})",
     )
-    parser.add_argument("--runs", type=_positive, default=30, help="timed runs per point of the sequence-length sweep")
+    parser.add_argument(
+        "--runs", type=positive_int, default=30, help="timed runs per point of the sequence-length sweep"
+    )
     parser.add_argument("--skip-sweeps", action="store_true", help="no sequence-length or batch-size sweeps")
     parser.add_argument("--seq-lens", type=_ints, default=SEQ_LENS, help="comma-separated (default 32,...,384)")
     parser.add_argument("--batch-sizes", type=_ints, default=BATCH_SIZES, help="comma-separated (default 1,...,64)")
-    parser.add_argument("--sweep-questions", type=_positive, default=64, help="questions per point of the batch sweep")
-    parser.add_argument("--sort-by-length", action="store_true", help="batch sweep: sort questions by length first")
-    parser.add_argument("--accuracy-batch", type=_positive, default=16, help="questions per call for accuracy")
     parser.add_argument(
-        "--profile-questions", type=_non_negative, default=100, help="questions profiled per variant (0: none)"
+        "--sweep-questions", type=positive_int, default=64, help="questions per point of the batch sweep"
+    )
+    parser.add_argument("--sort-by-length", action="store_true", help="batch sweep: sort questions by length first")
+    parser.add_argument("--accuracy-batch", type=positive_int, default=16, help="questions per call for accuracy")
+    parser.add_argument(
+        "--profile-questions", type=non_negative_int, default=100, help="questions profiled per variant (0: none)"
     )
     parser.add_argument(
         "--no-peer", action="store_true", help="skip the peers (transformers' pipeline, optimum's ORT INT8)"
     )
     parser.add_argument(
-        "--threads", type=_positive, default=None, help="CPU threads for PyTorch and ONNX Runtime alike"
+        "--threads", type=positive_int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike"
     )
     parser.add_argument(
         "--long-inputs",
