@@ -260,10 +260,15 @@ def test_cards_escape_answers_errors_and_labels(engine) -> None:
 def test_card_shows_metrics_and_runtime(engine) -> None:
     by_name = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
     loaded = engine.variants["pruned-onnx-opt-int8"]
-    card = card_html(loaded, by_name[loaded.spec.name], CONTEXT, "done", by_name["baseline"])
+    # The speedup is set, not measured: which variant was faster on this run is the bench's business.
+    faster = dataclasses.replace(by_name[loaded.spec.name], speedup=2.5)
+    card = card_html(loaded, faster, CONTEXT, "done", by_name["baseline"])
     assert 'title="cpu · CPUExecutionProvider · INT8">CPU · ONNX Runtime · 8-bit integers<' in card  # jargon: tooltip
     assert 'title="An intermediate step' not in card and ">optimized</span>" in card
-    assert "than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
+    assert "faster than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
+    slower = dataclasses.replace(faster, speedup=0.8)
+    slow_card = card_html(loaded, slower, CONTEXT, "done", by_name["baseline"])
+    assert html.escape("the baseline's speed: slower") in slow_card
     no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
     assert "no answer" in card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
 

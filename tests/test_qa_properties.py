@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
-from variants.answering.qa import Answer, DecodeSettings, InputError, answer_pairs, window_stride
+from variants.answering.qa import Answer, DecodeSettings, InputError, answer_pairs, check_pair, window_stride
 from variants.core.text_check import looks_like_text
 
 SETTINGS = DecodeSettings(max_length=48, stride=12, max_answer_length=8)
@@ -55,6 +55,18 @@ def texts(min_size: int = 0, max_size: int = 60) -> st.SearchStrategy[str]:
 
 TEXT = texts()
 CONTEXTS = st.one_of(TEXT, texts(20, 90))  # short ones and ones that take several windows
+
+
+def accepted(context: str) -> bool:
+    """Whether the one input check takes ``context`` (with a plain question): the strategies below that need
+    an answer draw only such contexts, so they never ask the code for what it rightly refuses."""
+    try:
+        check_pair("what is it?", context)
+    except InputError:
+        return False
+    return True
+
+
 QUESTIONS = st.one_of(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),
     TEXT.map(lambda t: t[:200]),  # anything, including too long for a window
@@ -110,7 +122,7 @@ def test_offsets_slice_the_context_to_the_answer(tokenizer, context, question, s
 
 
 @PROPERTY
-@given(pairs=st.lists(st.tuples(st.sampled_from(WORDS), CONTEXTS.filter(str.strip)), min_size=1, max_size=4))
+@given(pairs=st.lists(st.tuples(st.sampled_from(WORDS), CONTEXTS.filter(accepted)), min_size=1, max_size=4))
 def test_batches_answer_each_pair_from_its_own_context(tokenizer, pairs) -> None:
     answers = answer_pairs(RandomLogits(7), tokenizer, pairs, SETTINGS)
     assert len(answers) == len(pairs)
@@ -119,7 +131,7 @@ def test_batches_answer_each_pair_from_its_own_context(tokenizer, pairs) -> None
 
 
 @PROPERTY
-@given(context=CONTEXTS.filter(str.strip), salt=st.integers(0, 2**32))
+@given(context=CONTEXTS.filter(accepted), salt=st.integers(0, 2**32))
 def test_never_answering_gives_the_null_answer(tokenizer, context, salt) -> None:
     """When [CLS] takes all the probability, the answer is the null one, whatever the context."""
 
