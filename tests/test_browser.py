@@ -91,7 +91,8 @@ def test_ask_fills_every_card(page, shots: Path) -> None:
         assert card.locator(".qa-runtime").inner_text().startswith("CPU · ")  # plain words ...
         assert "cpu · " in card.locator(".qa-runtime").get_attribute("title")  # ... the jargon in the tooltip
     assert "1.00×" in cards.nth(0).inner_text()
-    assert "than baseline" in cards.nth(3).inner_text()
+    # faster or slower than the baseline: which one this run measured is the bench's business, not this test's
+    assert re.search(r"faster than baseline|the baseline's speed", cards.nth(3).inner_text())
     assert "8-bit integers" in cards.nth(3).inner_text()
     assert "CPUExecutionProvider · INT8" in cards.nth(3).locator(".qa-runtime").get_attribute("title")
     assert page.locator("#injected").count() == 0  # user text is escaped, never injected
