@@ -53,6 +53,7 @@ COLUMNS = [
     "n_latency",
     # extra columns
     "is_peer",
+    "any_peer",
     "headline",
     "latency_only",
     "backend",
@@ -145,6 +146,8 @@ def _range(name: str, bounds: list[float] | None) -> dict[str, float | None]:
 
 
 def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
+    """One entry's row; ``is_peer``: the reference peer (transformers' pipeline), ``any_peer``: it or another
+    peer of the record (optimum's INT8), none of them ours."""
     acc = entry.view(view)
     lat = entry.latency_ms
     device = entry.device or record.device
@@ -173,6 +176,7 @@ def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
         "n_questions": acc.n if acc and acc.n else record.n_questions,
         "n_latency": lat.n if lat else None,
         "is_peer": entry.is_peer,
+        "any_peer": entry.is_peer or any(entry is p for p in record.peers),
         "headline": entry.headline,
         "latency_only": entry.latency_only,
         "backend": entry.backend,
