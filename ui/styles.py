@@ -48,6 +48,8 @@ BANNER_CSS = """
 .qa-notice details { margin-top: 4px; font-size: 0.9em; }
 .qa-notice summary { cursor: pointer; }
 .qa-record { font-size: 0.92em; line-height: 1.6; }
+.qa-term { text-decoration: underline dotted; text-underline-offset: 3px; cursor: help; }
+#bench-headline { margin-bottom: 8px; }
 .qa-about { width: 100%; border-collapse: collapse; font-size: 0.9em; }
 .qa-about th, .qa-about td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; text-align: left;
   vertical-align: top; }
