@@ -31,7 +31,7 @@ from .record_choice import (
     stored_records,
     weights_note,
 )
-from .styles import html_block
+from .styles import fixed_widths, html_block
 from .text import count, esc, fmt_params
 
 log = logging.getLogger(__name__)
@@ -251,15 +251,20 @@ def table_label(view: str) -> str:
     return "Per variant · accuracy on all of SQuAD v2"
 
 
-PROFILE_COLUMNS = [
+PROFILE_COLUMNS = [  # short words (a phone shows three at a time); the note above the table says what each is
     "Variant",
-    "reading the text (tokenize), ms",
-    "the model, ms",
-    "picking the answer (decode), ms",
+    "tokenize ms",
+    "model ms",
+    "decode ms",
     "GFLOP per question",
     "GFLOP/s",
-    "% of this machine's peak",
+    "% of peak",
 ]
+PROFILE_NOTE = (
+    "Per question: **tokenize**, reading the text into tokens; **model**, the network's forward pass over "
+    "every window; **decode**, picking the answer span; the work (GFLOP) and rate (GFLOP/s) of the model's "
+    "matrix products; **% of peak**, that rate against the fastest this machine was measured to run."
+)
 
 
 def profile_frame(record: Record | None):
@@ -288,7 +293,7 @@ def profile_note(record: Record | None) -> str:
         if record is not None and record.settings.get("skip_sweeps") and not record.is_quick:
             return "This run skipped the profile (`python -m variants bench` without `--skip-sweeps` measures it)."
         return "This record has no profile (quick runs, and records from before it was added, have none)."
-    text = f"Medians over {count(max(profiled))} questions at batch 1."
+    text = f"{PROFILE_NOTE} Medians over {count(max(profiled))} questions at batch 1."
     if peak:
         text += (
             f" Peak: the fastest large matrix product this machine ran on {peak.get('threads')} threads, "
@@ -473,7 +478,15 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     )
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
-        profile = gr.Dataframe(profile0, label="Time per question, split", interactive=False, wrap=True)
+        profile = gr.Dataframe(
+            profile0,
+            label="Time per question, split",
+            interactive=False,
+            wrap=True,
+            pinned_columns=1,
+            column_widths=fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"}),
+            elem_classes=["qa-table"],
+        )
     with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
         long_note = gr.Markdown(long_note0)
         long_table = gr.Dataframe(
@@ -483,6 +496,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             wrap=True,
             pinned_columns=1,
             column_widths=["150px", *["96px"] * (len(LONG_COLUMNS) - 1)],  # as the main table: a phone's width
+            elem_classes=["qa-table"],
         )
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)

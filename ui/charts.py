@@ -382,7 +382,7 @@ def gpu_latency_figure(frame) -> go.Figure:
         fig.update_yaxes(rangemode="tozero")
     fig = _chart_layout(
         fig,
-        "GPU latency against input length (batch 1)<br><sup>bar: median up to p90</sup>",
+        "GPU latency by input length<br><sup>batch 1; bar: median up to p90</sup>",
         "sequence length (tokens)",
         "median latency (ms)",
     )

@@ -32,9 +32,10 @@ def _number(value) -> float | None:
 
 
 def headline_html(record: Record | None, frame, column: str, questions: str) -> str:
-    """One sentence on the record's headline variant (the chain's last, e.g. INT8): its median latency, its speedup over the
-    baseline, the pipeline and optimum's INT8 where measured, and the F1 (``column`` of ``frame``, on
-    ``questions``, e.g. "answerable questions") it gives up against the baseline. Empty without a headline."""
+    """One sentence on the record's headline variant (the chain's last, e.g. INT8): its median latency, its
+    speedup over the baseline, the pipeline and optimum's INT8 where measured, and the F1 (``column`` of
+    ``frame``, on ``questions``, e.g. "answerable questions") it gives up against the baseline. Empty without
+    a headline."""
     if record is None or frame is None or not len(frame):
         return ""
     rows = {r.variant: r for r in frame.itertuples(index=False)}

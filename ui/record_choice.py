@@ -119,7 +119,7 @@ def older_note(record: Record | None, stored: list[Record]) -> str:
     if record is None or record.is_quick:
         return ""
     current = current_records(stored).get(machine_key(record))
-    if current is None or current is record:
+    if current is None or record_key(current) == record_key(record):  # loaded apart: the same file, not object
         return ""
     when = current.created.replace("T", " ").rstrip("Z")[:16]
     return (

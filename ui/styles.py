@@ -67,9 +67,18 @@ PAGE_CSS = """
 /* The benchmark table: the page's font, small (narrower than Gradio's monospace: a phone shows four columns),
    headers wrapped between words only (with break-word "answerable" broke as "answerab / le"); column widths are
    set with the table. */
-#bench-table th, #bench-table .body-cell { font-family: var(--font); font-size: var(--text-sm); }
-#bench-table th .header { word-break: normal; overflow-wrap: normal; }
+#bench-table th, #bench-table .body-cell, .qa-table th, .qa-table .body-cell { font-family: var(--font);
+  font-size: var(--text-sm); }
+#bench-table th .header, .qa-table th .header { word-break: normal; overflow-wrap: normal; }
 """
+
+
+def fixed_widths(headers, first: str = "108px", default: str = "72px", wider: dict[str, str] | None = None):
+    """Fixed column widths for a table whose ``headers`` are short words: the first (a name) ``first``, a header
+    in ``wider`` its own, the rest ``default``. Fixed, so that a phone scrolls the numbers sideways beside the
+    pinned name and a header wraps between words, never within one (Gradio's own widths broke "tokens")."""
+    wider = wider or {}
+    return [first if i == 0 else wider.get(h, default) for i, h in enumerate(headers)]
 
 
 def launch_style() -> dict:

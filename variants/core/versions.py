@@ -35,18 +35,17 @@ def artifact_versions() -> dict[str, str | None]:
 def code_version(folder: Path = CHECKOUT) -> str | None:
     """The git commit of the code in ``folder`` (12 hex digits, "+changes" when tracked files differ from it);
     None outside a git checkout (a Space's copy, an installed wheel) or without git."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], check=False, capture_output=True, text=True, timeout=10
         )
+
+    try:
+        commit = git("rev-parse", "--short=12", "HEAD")
         if commit.returncode:
             return None
-        changed = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        changed = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return commit.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
