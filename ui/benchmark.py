@@ -31,7 +31,7 @@ from .record_choice import (
     stored_records,
     weights_note,
 )
-from .styles import fixed_widths, html_block
+from .styles import fixed_widths, html_block, table_look
 from .text import count, esc, fmt_params
 
 log = logging.getLogger(__name__)
@@ -478,26 +478,12 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     )
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
-        profile = gr.Dataframe(
-            profile0,
-            label="Time per question, split",
-            interactive=False,
-            wrap=True,
-            pinned_columns=1,
-            column_widths=fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"}),
-            elem_classes=["qa-table"],
-        )
+        widths = fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"})
+        profile = gr.Dataframe(profile0, label="Time per question, split", **table_look(widths))
     with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
         long_note = gr.Markdown(long_note0)
-        long_table = gr.Dataframe(
-            long0,
-            label="What a long passage costs",
-            interactive=False,
-            wrap=True,
-            pinned_columns=1,
-            column_widths=["150px", *["96px"] * (len(LONG_COLUMNS) - 1)],  # as the main table: a phone's width
-            elem_classes=["qa-table"],
-        )
+        widths = fixed_widths(LONG_COLUMNS, first="150px", default="96px")  # as the main table: a phone's width
+        long_table = gr.Dataframe(long0, label="What a long passage costs", **table_look(widths))
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)

@@ -11,7 +11,7 @@ import gradio as gr
 from variants.records import gpu
 
 from .charts import gpu_latency_figure, gpu_throughput_figure
-from .styles import fixed_widths, html_block
+from .styles import fixed_widths, html_block, table_look
 from .text import count, esc
 
 HOW_TO = "<code>python -m variants gpu-report</code> on a GPU machine (see <code>docs/gpu.md</code>)"
@@ -244,16 +244,9 @@ WIDE_COLUMNS = {"How it ran": "104px", "Preset": "96px", "tokens": "56px", "mode
                 "pruned ÷ baseline": "84px"}  # fmt: skip
 
 
-def table_look(table) -> dict[str, Any]:
-    """A GPU table's display settings: its first column (what ran) pinned while a phone scrolls the numbers
-    sideways, fixed widths so that headers wrap between words, the tab's table style."""
-    return {
-        "interactive": False,
-        "wrap": True,
-        "pinned_columns": 1,
-        "column_widths": fixed_widths(list(table.columns), first="88px", default="68px", wider=WIDE_COLUMNS),
-        "elem_classes": ["qa-table"],
-    }
+def gpu_table(table) -> dict[str, Any]:
+    """A GPU table's display settings: the tab's (:func:`ui.styles.table_look`), with widths for its headers."""
+    return table_look(fixed_widths(list(table.columns), first="88px", default="68px", wider=WIDE_COLUMNS))
 
 
 def gpu_section(folder: Path | None = None) -> GpuShown:
@@ -280,17 +273,17 @@ def gpu_section(folder: Path | None = None) -> GpuShown:
         if shown.latency is not None:
             gr.Plot(shown.latency, show_label=False, elem_id="bench-gpu-latency")
             gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", max_height=360,
-                         elem_id="bench-gpu-table", **table_look(shown.latency_table))  # fmt: skip
+                         elem_id="bench-gpu-table", **gpu_table(shown.latency_table))  # fmt: skip
         if record is not None:
             html_block(f'<div class="qa-record">{shown.throughput_note}</div>', elem_id="bench-gpu-throughput-note")
         if shown.throughput is not None:
             gr.Plot(shown.throughput, show_label=False, elem_id="bench-gpu-throughput")
             gr.Dataframe(shown.throughput_table, label="Questions per second", max_height=360,
-                         **table_look(shown.throughput_table))  # fmt: skip
+                         **gpu_table(shown.throughput_table))  # fmt: skip
         if shown.pruning_table is not None:
             pruning = shown.pruning_table
-            gr.Dataframe(pruning, label="Where pruning pays", max_height=360, **table_look(pruning))
+            gr.Dataframe(pruning, label="Where pruning pays", max_height=360, **gpu_table(pruning))
         if shown.served_table is not None:
             html_block(f'<div class="qa-record">{shown.served_note}</div>')
-            gr.Dataframe(shown.served_table, label="Served latency", **table_look(shown.served_table))
+            gr.Dataframe(shown.served_table, label="Served latency", **gpu_table(shown.served_table))
     return shown

@@ -81,6 +81,18 @@ def fixed_widths(headers, first: str = "108px", default: str = "72px", wider: di
     return [first if i == 0 else wider.get(h, default) for i, h in enumerate(headers)]
 
 
+def table_look(widths: list[str]) -> dict:
+    """A read-only table's display settings on the Benchmark tab: its first column (what ran) pinned while a phone
+    scrolls the numbers sideways, fixed ``widths`` (:func:`fixed_widths`), the tab's table style."""
+    return {
+        "interactive": False,
+        "wrap": True,
+        "pinned_columns": 1,
+        "column_widths": widths,
+        "elem_classes": ["qa-table"],
+    }
+
+
 def launch_style() -> dict:
     """Page-wide theme and CSS, which Gradio 6 takes at launch() (the cards' styles travel with them)."""
     return {"theme": gr.themes.Soft(), "css": PAGE_CSS}
