@@ -240,13 +240,13 @@ def gpu_outputs(record: dict[str, Any] | None) -> GpuShown:
 
 
 # A phone (~300 px of table) shows the pinned name, how it ran, the length and the median; the rest a swipe away.
-WIDE_COLUMNS = {"How it ran": "104px", "Preset": "96px", "tokens": "56px", "model's median ms": "88px",
+WIDE_COLUMNS = {"How it ran": "100px", "Preset": "96px", "tokens": "64px", "model's median ms": "88px",
                 "pruned ÷ baseline": "84px"}  # fmt: skip
 
 
 def gpu_table(table) -> dict[str, Any]:
     """A GPU table's display settings: the tab's (:func:`ui.styles.table_look`), with widths for its headers."""
-    return table_look(fixed_widths(list(table.columns), first="88px", default="68px", wider=WIDE_COLUMNS))
+    return table_look(fixed_widths(list(table.columns), first="84px", default="68px", wider=WIDE_COLUMNS))
 
 
 def gpu_section(folder: Path | None = None) -> GpuShown:
