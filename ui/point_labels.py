@@ -111,6 +111,7 @@ def place_labels(
     half = marker_px / 2 + 1
     taken = [Box(px - half, py - half, px + half, py + half) for px, py in pixels]
     markers = list(pixels)
+    labelled: list[Box] = []  # the labels placed so far
     step = 1.3 * font_px  # rows a line apart
     placed = []
     for (px, py), lines in zip(pixels, labels, strict=True):
@@ -127,7 +128,7 @@ def place_labels(
                 if (
                     box.inside(width, height)
                     and not any(box.hits(t) for t in taken)
-                    and not (strict and _leader_crosses((px, py), box, c, apart, half))
+                    and not (strict and _leader_crosses((px, py), box, c, apart, half, labelled))
                 ):
                     chosen, found = c, box
                     break
@@ -138,6 +139,7 @@ def place_labels(
             chosen = Placed(half + 3 if anchor == "left" else -half - 3, 0.0, anchor)
             found = _box(px, py, chosen, w, h)
         taken.append(found)
+        labelled.append(found)
         placed.append(chosen)
     return placed
 
@@ -150,14 +152,16 @@ def _rows(step: float, most: int = 24):
         yield -k * step
 
 
-def _leader_crosses(point, box: Box, placed: Placed, markers, half: float) -> bool:
+def _leader_crosses(point, box: Box, placed: Placed, markers, half: float, labels: list[Box]) -> bool:
     """Whether the line from ``point`` to its label (the middle of the box's near side) passes over another
-    marker, which would make the label seem to name that one."""
+    marker, which would make the label seem to name that one, or through another label."""
     (px, py), tx = point, box.left if placed.anchor == "left" else box.right
     ty = (box.top + box.bottom) / 2
     steps = max(2, int(math.hypot(tx - px, ty - py) / 2))
     line = [(px + (tx - px) * k / steps, py + (ty - py) * k / steps) for k in range(steps + 1)]
-    return any(abs(x - mx) <= half + 1 and abs(y - my) <= half + 1 for x, y in line for mx, my in markers)
+    if any(abs(x - mx) <= half + 1 and abs(y - my) <= half + 1 for x, y in line for mx, my in markers):
+        return True
+    return any(b.left < x < b.right and b.top < y < b.bottom for x, y in line for b in labels)
 
 
 def _box(px: float, py: float, placed: Placed, w: float, h: float) -> Box:
