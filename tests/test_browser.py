@@ -126,7 +126,7 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.locator("#bench-header").get_by_text("best F1 (threshold chosen on these questions)").wait_for()
     assert "“no answer” to every one already scores 50.0" in page.locator("#bench-header").inner_text()
     assert page.locator("#bench-scatter .scatterlayer .trace").count() == 7  # and the always-"no answer" line
-    assert "always “no answer”: 50.0" in page.locator("#bench-scatter .legend").text_content()
+    assert "always “no answer”: 50.0" in page.locator("#bench-scatter .annotation-text").all_text_contents()
     assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
@@ -224,7 +224,11 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
         assert all(b["width"] >= 0.95 * full for b in boxes) and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] / 2
     else:  # side by side
         assert all(0.4 * full <= b["width"] <= 0.6 * full for b in boxes) and boxes[0]["y"] == boxes[1]["y"]
-    page.wait_for_timeout(500)  # the table lays out its columns
+    labels = page.locator("#bench-scatter .annotation-text").all_text_contents()  # each point says its trade-off
+    assert sum("×" in t and "F1" in t for t in labels) == page.locator("#bench-scatter .scatterlayer .point").count()
+    assert "from" in page.locator("#bench-scatter .g-ytitle").text_content()  # where the fitted F1 axis starts
+    page.locator("#bench-profile").get_by_text("Where the time goes").click()  # its table too: short headers
+    page.wait_for_timeout(800)  # the tables lay out their columns
     assert page.evaluate(CUT_HEADERS) == [], "table headers cut or broken within a word"
     record = page.locator("#bench-record input")
     assert record.evaluate("i => getComputedStyle(i).textOverflow") == "ellipsis"
@@ -249,7 +253,7 @@ PLACEHOLDER_FITS = """() => {
   copy.remove();
   return height + 1 >= needed;
 }"""
-CUT_HEADERS = """() => [...document.querySelectorAll('#bench-table th .header')]
+CUT_HEADERS = """() => [...document.querySelectorAll('#bench-table th .header, .qa-table th .header')]
   .filter(h => h.offsetParent && h.scrollWidth > h.clientWidth + 1).map(h => h.textContent)"""
 COLUMNS_IN_VIEW = """() => {
   const view = document.querySelector('#bench-table .virtual-table-viewport') || document.querySelector('#bench-table');

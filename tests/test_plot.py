@@ -42,3 +42,12 @@ def test_cli_writes_a_png_and_refuses_an_unknown_view(tmp_path: Path, capsys) ->
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="unknown view"):
         plot_record(Record.load(RECORD), tmp_path / "x.png", view="answered")
+
+
+def test_the_chart_is_fitted_and_labelled_as_the_tab(tmp_path: Path) -> None:
+    """The README's chart tells the trade-off without the table: the F1 axis fitted (its title says where it
+    starts) and each point labelled with its speedup and the F1 it loses against the baseline."""
+    html = plot_record(Record.load(RECORD), tmp_path / "chart.html").read_text()
+    html = html.replace("\\u003c", "<").replace("\\u003e", ">")  # plotly's JSON escapes the tags
+    assert "F1, answerable questions (%), from 60" in html
+    assert "INT8<br>3.7× · \u22125.7 F1" in html and "Baseline<br>1× · F1 66.7" in html

@@ -15,21 +15,34 @@ from app_helpers import tiny_engine, write_fake_record
 from ui.benchmark import (
     ANSWERABLE_HEADERS,
     LONG_COLUMNS,
+    PEER_RATIOS,
     TABLE_COLUMNS,
     VIEW_CHOICES,
     VIEW_COLUMNS,
     benchmark_outputs,
-    record_choices,
     record_frame,
-    stored_record,
     table_widths,
 )
-from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
+from ui.charts import (
+    accuracy_figure,
+    axis_note,
+    label_order,
+    latency_figure,
+    no_answer_floor,
+    point_labels,
+    scatter_plot_size,
+    seq_len_figure,
+)
 from ui.palette import PEER, STYLES, variant_style
+from ui.point_labels import Box, fitted_range, place_labels, text_size
+from ui.record_choice import record_choices, stored_record
 from ui.text import fmt_params
 from variants.building.replica import LATENCY_ONLY
 from variants.core import spec as specs
+from variants.records.record import Record
 from variants.serving.outcome import VariantResult
+
+SHIPPED_RECORD = Path(__file__).resolve().parents[1] / "assets/results/embedded-cpu-intel-xeon-20261128T122209Z.json"
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +95,80 @@ def with_answered_share(record, share: float = 80.0):
     return full
 
 
-def test_the_f1_axis_starts_at_zero_and_marks_the_no_answer_floor(record) -> None:
+def test_the_f1_axis_is_fitted_to_the_points_says_where_it_starts_and_marks_the_no_answer_floor(record) -> None:
     fig = accuracy_figure(record_frame(record, "pipeline"), no_answer_floor(record), "at threshold 0")
-    assert tuple(fig.layout.yaxis.range) == (0, 100)
+    markers = [t for t in fig.data if t.mode == "markers"]
+    low, high = fig.layout.yaxis.range
+    plotted = [t.y[0] for t in markers] + [50.0]
+    assert low <= min(plotted) - 1 and max(plotted) + 1 <= high  # every point and the floor, with room
+    assert high - low <= max(plotted) - min(plotted) + 6, "the axis is not fitted to the points"
+    assert fig.layout.yaxis.title.text == f"F1 on SQuAD v2 (%), from {low:g}"
     assert no_answer_floor(record) == pytest.approx(50.0)  # 10 of the fake record's 20 questions have no answer
-    floor = [t for t in fig.data if t.name == "always “no answer”: 50.0"]  # in the legend, not on the markers
+    floor = [t for t in fig.data if t.name == "always “no answer”: 50.0"]
     assert len(floor) == 1 and list(floor[0].y) == [50.0, 50.0] and floor[0].line.dash == "dot"
-    assert floor[0].x[0] == 0 and floor[0].x[1] >= max(max(t.x) for t in fig.data if t is not floor[0])
-    assert "at threshold 0" in fig.layout.title.text and fig.layout.yaxis.title.text == "F1 on SQuAD v2 (%)"
+    assert any(a.text == "always “no answer”: 50.0" for a in fig.layout.annotations)  # named on the plot
+    assert tuple(floor[0].x) == tuple(fig.layout.xaxis.range) and fig.layout.xaxis.range[0] == 0
+    assert "at threshold 0" in fig.layout.title.text
     assert not any("-" in t.name and t.name == t.name.lower() for t in fig.data), "internal ids as names"
+
+
+def test_an_axis_from_zero_says_nothing_more() -> None:
+    assert fitted_range([0.5, 3.0]) == (0.0, 4.0) and axis_note(0.0) == ""
+    assert fitted_range([61.05, 67.12]) == (60.0, 70.0) and axis_note(60.0) == ", from 60"
+
+
+def label_texts(fig) -> dict[str, str]:
+    """Each point's label (its lines joined by " / "), by the short name it begins with."""
+    texts = [html.unescape(a.text).replace("<br>", " / ") for a in fig.layout.annotations if a.showarrow]
+    return {t.split(" / ")[0]: t for t in texts}
+
+
+def test_every_point_says_its_speedup_and_the_f1_it_loses_against_the_baseline() -> None:
+    """On the shipped record: each label is the point's short name, its speedup and its F1 against the
+    baseline's, computed from the record's own numbers."""
+    shipped = Record.load(SHIPPED_RECORD)
+    frame = record_frame(shipped, "answerable")
+    fig = accuracy_figure(frame, None, "view", y="has_ans_f1")
+    labels = label_texts(fig)
+    assert len(labels) == len(frame) == len([t for t in fig.data if t.mode == "markers"])
+    rows = {r.variant: r for r in frame.itertuples()}
+    base = rows["baseline"].has_ans_f1
+    assert labels["Baseline"] == f"Baseline / 1× · F1 {base:.1f}"
+    for variant, tag in (("pruned-onnx-opt-int8", "INT8"), ("peer", "pipeline"), ("optimum-int8", "optimum INT8")):
+        row = rows[variant]
+        lost = row.has_ans_f1 - base
+        sign = "+" if lost > 0 else "\u2212"
+        assert labels[tag] == f"{tag} / {row.speedup_vs_baseline:.1f}× · {sign}{abs(lost):.1f} F1"
+    assert labels["INT8"] == "INT8 / 3.7× · \u22125.7 F1"  # the README's "3.7× faster for 5.7 F1"
+
+
+def test_labels_clear_of_each_other_and_inside_a_phones_plot() -> None:
+    """The shipped record's labels, placed for a phone's plot: no two overlap, none leaves the plot, and the
+    baseline, whose marker sits beside the pipeline's, is its own point with its own label."""
+    shipped = Record.load(SHIPPED_RECORD)
+    for view in ("answerable", "pipeline"):
+        column = "has_ans_f1" if view == "answerable" else "f1"
+        frame = record_frame(shipped, view)
+        fig = accuracy_figure(frame, no_answer_floor(shipped) if view == "pipeline" else None, "v", y=column)
+        rows = frame.sort_values("any_peer", ascending=False, kind="stable")
+        x_range, y_range = tuple(fig.layout.xaxis.range), tuple(fig.layout.yaxis.range)
+        labels, order = point_labels(rows, column), label_order(rows)
+        points = [(r.p50_ms, getattr(r, column)) for r in rows.itertuples()]
+        size = scatter_plot_size(view=True)
+        placed = place_labels([points[i] for i in order], [labels[i] for i in order], x_range, y_range, size)
+        boxes = []
+        for i, where in zip(order, placed, strict=True):
+            px = (points[i][0] - x_range[0]) / (x_range[1] - x_range[0]) * size[0]
+            py = (y_range[1] - points[i][1]) / (y_range[1] - y_range[0]) * size[1]
+            w, h = text_size(labels[i], 10)
+            left = px + where.dx - (w if where.anchor == "right" else 0)
+            boxes.append(Box(left, py + where.dy - h / 2, left + w, py + where.dy + h / 2))
+        assert all(b.inside(*size) for b in boxes), view
+        assert not any(a.hits(b, gap=0) for k, a in enumerate(boxes) for b in boxes[k + 1 :]), view
+    styles = {t.name: t.marker for t in fig.data if t.mode == "markers"}
+    assert styles["transformers pipeline"].symbol.endswith("-open") and not styles["Baseline"].symbol.endswith("-open")
+    spread = [t.error_x for t in fig.data if t.mode == "markers"]
+    assert all(e.thickness <= 1 and "rgba" in e.color for e in spread)  # the p90 bar thin and translucent
 
 
 def test_the_tab_leads_with_the_answerable_questions(record) -> None:
@@ -101,10 +179,11 @@ def test_the_tab_leads_with_the_answerable_questions(record) -> None:
     header, scatter, table, *_ = benchmark_outputs(full, "")
     plotted = {t.name: t.y[0] for t in scatter.data}
     assert plotted == {e.short_label: e.accuracy["pipeline"].has_ans_f1 for e in full.variants}
-    assert scatter.layout.yaxis.title.text == "F1, answerable questions (%)"
+    assert scatter.layout.yaxis.title.text.startswith("F1, answerable questions (%)")
     assert "answerable questions, threshold 0" in scatter.layout.title.text
     headers = {**TABLE_COLUMNS, **ANSWERABLE_HEADERS}  # short: the table's label says which questions
-    assert list(table.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"]]
+    peers = PEER_RATIOS  # the fake record measured no peer: their columns are left out
+    assert list(table.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"] if c not in peers]
     assert list(table.columns[:4]) == ["Variant", "F1", "% answered", "× baseline"]  # what a phone shows
     assert list(table["% answered"]) == [80.0] * len(full.variants)
     assert "F1 on the 10 questions whose passage holds the answer" in header and "±31 points" in header

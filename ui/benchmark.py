@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 
 from variants.building.replica import LATENCY_ONLY
-from variants.core.hardware import current_hardware, device_kind, hardware_label
+from variants.core.hardware import hardware_label
 from variants.core.squad import load_squad_json
 from variants.records import results
 from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_column, record_view
@@ -20,7 +20,18 @@ from variants.serving.engine import Engine
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
 from .gpu_view import gpu_section
-from .styles import html_block
+from .headline import headline_html
+from .record_choice import (
+    choices_for,
+    find_record,
+    older_info,
+    older_note,
+    record_key,
+    stored_record,
+    stored_records,
+    weights_note,
+)
+from .styles import fixed_widths, html_block, table_look
 from .text import count, esc, fmt_params
 
 log = logging.getLogger(__name__)
@@ -39,15 +50,19 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header (short: a phone sho
     "p99_ms": "p99 ms",
     "throughput_qps": "q/s",
     "speedup_vs_baseline": "× baseline",
+    "speedup_vs_peer": "× pipeline",
+    "speedup_vs_optimum_int8": "× optimum INT8",
     "speedup_vs_baseline_spread": "× baseline, range over passes",
     "size_mb": "MB",
     "parameters": "params",
 }
-SPEED_COLUMNS = ["p50_ms", "p90_ms", "speedup_vs_baseline", "speedup_vs_baseline_spread"]
+PEER_RATIOS = ["speedup_vs_peer", "speedup_vs_optimum_int8"]  # the README's headline ratios, beside × baseline
+SPEED_COLUMNS = ["p50_ms", "p90_ms", "speedup_vs_baseline", *PEER_RATIOS, "speedup_vs_baseline_spread"]
 SQUAD_COLUMNS = ["short_label", "f1", "exact", "has_ans_f1", "no_ans_f1", "has_ans_answered"]
 SIZE_COLUMNS = ["size_mb", "parameters"]
 VIEW_COLUMNS = {  # each view's table, in order: all of it in a desktop's width (the CSV has every column)
-    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", "p50_ms", "has_ans_exact",
+    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", *PEER_RATIOS, "p50_ms",
+                   "has_ans_exact",
                    "p90_ms", "p99_ms", "throughput_qps", "speedup_vs_baseline_spread", *SIZE_COLUMNS],
     "pipeline": [*SQUAD_COLUMNS, *SPEED_COLUMNS, *SIZE_COLUMNS],  # the threshold: 0 for all, in the header
     "best": [*SQUAD_COLUMNS, "threshold", *SPEED_COLUMNS, *SIZE_COLUMNS],
@@ -62,6 +77,8 @@ COLUMN_WIDTHS = {
     "F1": "60px",
     "% answered": "80px",
     "× baseline": "72px",
+    "× pipeline": "76px",
+    "× optimum INT8": "84px",
     "threshold": "84px",
     **dict.fromkeys(["F1 answerable", "F1 unanswerable", "% answerable answered", "EM answerable"], "104px"),
     "× baseline, range over passes": "104px",
@@ -87,66 +104,6 @@ CHART_TITLES = {  # the chart's line naming the view: at most 50 characters (a p
     "calibrated": "all of SQuAD v2, each model's calibrated threshold",
 }
 QUICK_DEFAULT = 50  # questions; at fewer, F1 differences of several points are chance
-
-
-def stored_records(results_dir: Path | None) -> list[Record]:
-    """Every stored record, newest first."""
-    stored = results.load_records(results_dir) if results_dir else results.load_records()
-    return sorted(stored, key=lambda r: r.created, reverse=True)
-
-
-def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | None, str]:
-    """The stored record for this preset and the hardware in use, and a note when it does not match."""
-    if results_dir is not None and not Path(results_dir).is_dir():  # --results-dir or VARIANTS_RESULTS mistyped
-        return None, f"The benchmark records folder {results_dir} does not exist."
-    same_preset = [r for r in stored_records(results_dir) if r.preset == engine.preset]
-    if not same_preset:
-        return None, f"No benchmark records for the {engine.preset} preset yet."
-    hardware = current_hardware()
-    record = results.pick_record(same_preset, device=engine.device, hardware=hardware)
-    here = hardware_label(hardware, engine.device)
-    same_kind = device_kind(record.device) == device_kind(engine.device)
-    if same_kind and results.same_hardware(record, hardware):
-        return record, ""
-    return record, f"No record was measured on this machine ({here}, {engine.device}); showing the closest one."
-
-
-def weights_note(record: Record | None, weights: dict[str, str]) -> str:
-    """A sentence when ``record`` measured other model weights than this app runs (``weights``: the engine's
-    {variant: identity}); empty when they match or cannot be compared (records from before they were kept)."""
-    differ = results.other_weights(record, weights) if record is not None else []
-    if not differ:
-        return ""
-    names = ", ".join(e.short_label for e in differ)
-    return (
-        f"This record measured other model weights than this app runs for {names}: its numbers are those "
-        "weights', not these. Run python -m variants bench to measure these."
-    )
-
-
-def record_key(record: Record) -> str:
-    """A record's value in the chooser: its file for a stored one, its creation time for a quick run."""
-    return f"file:{record.file}" if record.file else f"quick:{record.created}"
-
-
-def record_label(record: Record) -> str:
-    """A record's name in the chooser, what tells records apart first (a phone shows about 30 characters):
-    when, how many questions, then preset, device and hardware, e.g. "2026-11-26 11:48 UTC · 501 questions ·
-    embedded · cpu · AMD EPYC (2 cores)"."""
-    when = record.created.replace("T", " ").rstrip("Z")[:16] + " UTC"
-    size = f"{count(record.n_questions)} questions"
-    size = f"quick run, {size}" if record.is_quick else size
-    return " · ".join([when, size, record.preset, record.device, hardware_label(record.hardware, record.device)])
-
-
-def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
-    """This session's quick runs first (newest first), then every stored record."""
-    runs = [(f"This session: {record_label(r)}", record_key(r)) for r in reversed(quick)]
-    return runs + [(record_label(r), record_key(r)) for r in stored]
-
-
-def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> Record | None:
-    return next((r for r in [*quick, *stored] if record_key(r) == key), None)
 
 
 def record_frame(record: Record | None, view: str = DEFAULT_VIEW):
@@ -244,7 +201,9 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
         lines.append(esc("Not measured (no numbers in the table or chart): " + "; ".join(failed)))
     missing = missing_numbers(frame, view)
     warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, missing) if text)
-    return warn + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
+    questions = "answerable questions" if view == "answerable" else "all of SQuAD v2"
+    headline = headline_html(record, frame, accuracy_column(view), questions) if measured == "Accuracy" else ""
+    return warn + headline + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
 
 
 def spread(low: float | None, high: float | None) -> str:
@@ -267,6 +226,7 @@ def table_frame(frame, view: str = DEFAULT_VIEW):
     shown = [c for c in columns if c in frame.columns]
     if not frame["speedup_vs_baseline_spread"].astype(bool).any():
         shown.remove("speedup_vs_baseline_spread")  # one pass: no range to show
+    shown = [c for c in shown if c not in PEER_RATIOS or frame[c].notna().any()]  # a peer the run did not measure
     table = frame[shown].copy()
     random_weights = frame["latency_only"].fillna(False).astype(bool)
     table.loc[random_weights, "short_label"] += f" ({LATENCY_ONLY})"
@@ -291,15 +251,20 @@ def table_label(view: str) -> str:
     return "Per variant · accuracy on all of SQuAD v2"
 
 
-PROFILE_COLUMNS = [
+PROFILE_COLUMNS = [  # short words (a phone shows three at a time); the note above the table says what each is
     "Variant",
-    "reading the text (tokenize), ms",
-    "the model, ms",
-    "picking the answer (decode), ms",
+    "tokenize ms",
+    "model ms",
+    "decode ms",
     "GFLOP per question",
     "GFLOP/s",
-    "% of this machine's peak",
+    "% of peak",
 ]
+PROFILE_NOTE = (
+    "Per question: **tokenize**, reading the text into tokens; **model**, the network's forward pass over "
+    "every window; **decode**, picking the answer span; the work (GFLOP) and rate (GFLOP/s) of the model's "
+    "matrix products; **% of peak**, that rate against the fastest this machine was measured to run."
+)
 
 
 def profile_frame(record: Record | None):
@@ -328,7 +293,7 @@ def profile_note(record: Record | None) -> str:
         if record is not None and record.settings.get("skip_sweeps") and not record.is_quick:
             return "This run skipped the profile (`python -m variants bench` without `--skip-sweeps` measures it)."
         return "This record has no profile (quick runs, and records from before it was added, have none)."
-    text = f"Medians over {count(max(profiled))} questions at batch 1."
+    text = f"{PROFILE_NOTE} Medians over {count(max(profiled))} questions at batch 1."
     if peak:
         text += (
             f" Peak: the fastest large matrix product this machine ran on {peak.get('threads')} threads, "
@@ -435,7 +400,7 @@ def make_quick_benchmark(
 ) -> Callable:
     """Run a quick benchmark and add it beside the stored records (never instead of them), selected."""
 
-    def quick(n: float, view: str, quick_runs: list[Record], progress=gr.Progress()) -> tuple:
+    def quick(n: float, view: str, quick_runs: list[Record], older: bool = False, progress=gr.Progress()) -> tuple:
         examples = load_squad_json(sample_file)
         progress(0.0, desc="Starting")
         try:
@@ -443,7 +408,7 @@ def make_quick_benchmark(
         except ValueError as exc:  # e.g. variants answered by a backend: the reason, on the page
             raise gr.Error(str(exc)) from None
         quick_runs = [*(quick_runs or []), record]
-        choices = gr.Dropdown(choices=record_choices(stored or [], quick_runs), value=record_key(record))
+        choices = gr.Dropdown(choices=choices_for(stored or [], quick_runs, older), value=record_key(record))
         return (*select_outputs(record, "", view), quick_runs, choices)
 
     return quick
@@ -463,22 +428,29 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     weights = engine.weights()
 
     def notes(picked: Record | None) -> str:
-        return " ".join(text for text in (note if picked is record else "", weights_note(picked, weights)) if text)
+        said = (note if picked is record else "", weights_note(picked, weights), older_note(picked, stored))
+        return " ".join(text for text in said if text)
 
     header0, scatter0, table0, sweep0, profile_note0, profile0, long_note0, long0, csv0 = benchmark_outputs(
         record, notes(record)
     )
     quick_runs = gr.State([])
     with gr.Row(equal_height=True):
-        choice = gr.Dropdown(
-            record_choices(stored, []),
-            value=record_key(record) if record else None,
-            label="Benchmark record",
-            info="Every stored record, and the quick runs of this session.",
-            scale=1,
-            min_width=320,  # below that (a phone) the two controls stack
-            elem_id="bench-record",
-        )
+        with gr.Column(scale=1, min_width=320):  # below that (a phone) the two controls stack
+            choice = gr.Dropdown(
+                choices_for(stored, []),
+                value=record_key(record) if record else None,
+                label="Benchmark record",
+                info="The current record of each machine, and the quick runs of this session.",
+                elem_id="bench-record",
+            )
+            older = gr.Checkbox(
+                False,
+                label="Show older records too",
+                info=older_info(stored),
+                interactive=len(choices_for(stored, [], True)) > len(choices_for(stored, [])),
+                elem_id="bench-older",
+            )
         view = gr.Radio(
             VIEW_CHOICES,
             value=DEFAULT_VIEW,
@@ -506,17 +478,12 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     )
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
-        profile = gr.Dataframe(profile0, label="Time per question, split", interactive=False, wrap=True)
+        widths = fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"})
+        profile = gr.Dataframe(profile0, label="Time per question, split", **table_look(widths))
     with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
         long_note = gr.Markdown(long_note0)
-        long_table = gr.Dataframe(
-            long0,
-            label="What a long passage costs",
-            interactive=False,
-            wrap=True,
-            pinned_columns=1,
-            column_widths=["150px", *["96px"] * (len(LONG_COLUMNS) - 1)],  # as the main table: a phone's width
-        )
+        widths = fixed_widths(LONG_COLUMNS, first="150px", default="96px")  # as the main table: a phone's width
+        long_table = gr.Dataframe(long0, label="What a long passage costs", **table_look(widths))
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)
@@ -534,10 +501,18 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         picked = find_record(key, stored, runs or [])
         return select_outputs(picked, notes(picked), chosen_view)
 
+    def list_records(show_older: bool, key: str | None, runs: list[Record]) -> gr.Dropdown:
+        entries = choices_for(stored, runs or [], show_older)
+        keys = [k for _label, k in entries]
+        if key not in keys:  # an older record was chosen, then hidden: its machine's current one instead
+            key = record_key(record) if record is not None else (keys[0] if keys else None)
+        return gr.Dropdown(choices=entries, value=key)
+
     gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
+    older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),
-        [n, view, quick_runs],
+        [n, view, quick_runs, older],
         [*shown, quick_runs, choice],
         show_progress_on=[header],
         api_visibility="private",

@@ -11,6 +11,7 @@ from variants.serving.engine import Engine
 from variants.serving.outcome import VariantResult
 
 from .palette import PEER, variant_style
+from .point_labels import fitted_range, label_lines, place_labels
 from .text import esc, fmt_ms, fmt_params, fmt_speedup
 
 HOVER_FIELDS = {  # frame column -> what the hover box calls it
@@ -92,20 +93,32 @@ def no_answer_floor(record: Record | None) -> float | None:
 
 
 Y_TITLES = {"f1": "F1 on SQuAD v2 (%)", "has_ans_f1": "F1, answerable questions (%)"}
+SCATTER_HEIGHT = 540  # px; the plot area's height is this less the margins: fixed, so labels can be placed
+SCATTER_MARGIN = {"l": 10, "r": 16, "b": 50}  # t: the title's lines
+PHONE_PLOT_WIDTH = 250  # px: the narrowest plot area the chart is drawn in (a 390 px phone, less axes)
+
+
+def axis_note(low: float) -> str:
+    """The F1 axis title's ending that says where the axis starts when it does not start at 0."""
+    return f", from {low:g}" if low > 0 else ""
 
 
 def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = "f1") -> go.Figure:
-    """F1 against median latency, one marker per variant (its own colour and shape, its plain name in the
-    legend), a bar from the median to p90. ``y`` is the frame's column plotted: ``f1`` (all of SQuAD v2) or
-    ``has_ans_f1`` (its answerable questions). The F1 axis runs from 0 to 100 so that a few points look like a
-    few points; ``floor``, the F1 of always answering "no answer" (the share of unanswerable questions), is a
-    dotted line named in the legend (a label on the plot sat on the markers). ``view`` names the accuracy
-    view plotted."""
+    """F1 against median latency, one marker per variant in its own colour and shape (the peers, which are not
+    ours, hollow), each labelled with its short name, its speedup and the F1 it loses against the baseline
+    (:mod:`ui.point_labels`), a thin translucent bar from the median to p90. ``y`` is the frame's column
+    plotted: ``f1`` (all of SQuAD v2) or ``has_ans_f1`` (its answerable questions). The F1 axis is fitted to
+    the points (a few points of F1 are the whole story) and its title says where it starts; ``floor``, the F1 of
+    always answering "no answer", is a dotted line labelled at the right. ``view`` names the accuracy view."""
     fig = go.Figure()
     rows = frame.dropna(subset=[y, "p50_ms"]) if frame is not None and len(frame) else None
     if rows is not None and "latency_only" in rows:
         rows = rows[~rows["latency_only"].fillna(False).astype(bool)]  # random weights: no F1 to plot
+    y_title = Y_TITLES.get(y, y)
     if rows is not None and len(rows):
+        rows = rows.sort_values("any_peer", ascending=False, kind="stable")  # peers drawn first, ours on top
+        y_range, x_range = scatter_ranges(rows, y, floor)
+        y_title += axis_note(y_range[0])
         hover = "<br>".join(f"{label}: %{{customdata[{i}]}}" for i, label in enumerate(HOVER_FIELDS.values()))
         for row in rows.itertuples(index=False):
             style = variant_style(PEER if row.is_peer else str(row.variant))
@@ -115,29 +128,46 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
                 y=[getattr(row, y)],
                 mode="markers",
                 name=str(row.short_label),
-                error_x={"type": "data", "symmetric": False, "array": [p90 - row.p50_ms], "arrayminus": [0]},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [p90 - row.p50_ms],
+                    "arrayminus": [0],
+                    "color": _translucent(style.colour),
+                    "thickness": 1,
+                    "width": 0,
+                },
                 marker={
-                    "size": 15,
+                    "size": 13,
                     "color": style.colour,
-                    "symbol": style.marker,
-                    "opacity": 0.85,
-                    "line": {"width": 1, "color": "#1f2937"},
+                    "symbol": style.symbol,
+                    "line": {"width": 2 if style.hollow else 1, "color": style.colour if style.hollow else "#1f2937"},
                 },
                 customdata=[[_hover_value(getattr(row, f, None)) for f in HOVER_FIELDS]],
                 hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
             )
+        _label_points(fig, rows, y, x_range, y_range)
         if floor is not None:
-            right = max(max(r.p90_ms, r.p50_ms) if not _missing(r.p90_ms) else r.p50_ms for r in rows.itertuples())
             fig.add_scatter(
-                x=[0, right * 1.05],
+                x=list(x_range),
                 y=[floor, floor],
                 mode="lines",
                 name=f"always “no answer”: {floor:.1f}",
-                line={"dash": "dot", "color": "#6b7280", "width": 2},
+                line={"dash": "dot", "color": "#6b7280", "width": 1.5},
                 hoverinfo="skip",
             )
-        fig.update_yaxes(range=[0, 100])
-        fig.update_xaxes(rangemode="tozero")
+            fig.add_annotation(
+                text=f"always “no answer”: {floor:.1f}",
+                x=1,
+                xref="paper",
+                y=floor,
+                yshift=-8,
+                xanchor="right",
+                showarrow=False,
+                font={"size": 10, "color": "#6b7280"},
+            )
+        fig.update_yaxes(range=list(y_range))
+        fig.update_xaxes(range=list(x_range))
     elif frame is not None and len(frame) and frame["latency_only"].fillna(False).astype(bool).all():
         _empty(fig, f"{LATENCY_ONLY.capitalize()}: no F1 to plot<br>(the latency plot beside this one holds)")
     elif frame is not None and len(frame) and y != "f1":
@@ -145,10 +175,77 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
     else:
         _empty(fig, "No accuracy and latency numbers yet")
     # Short lines: a phone's plot is ~320 px wide and plotly does not wrap titles.
-    title = "Accuracy against speed<br><sup>up and left is better</sup>"
+    title = "Accuracy against speed<br><sup>up and left is better; bar: median to p90</sup>"
     title += f"<br><sup>{esc(view)}</sup>" if view else ""
-    fig = _chart_layout(fig, title, "median ms per question, bar to p90", Y_TITLES.get(y, y))
-    return fig.update_layout(margin={"t": 96 if view else 80})  # the title's third line clear of the axis
+    fig = _chart_layout(fig, title, "median ms per question", y_title)
+    top = 96 if view else 80  # the title's third line clear of the axis
+    return fig.update_layout(
+        height=SCATTER_HEIGHT, margin={**SCATTER_MARGIN, "t": top}, showlegend=False, hoverlabel={"font_size": 11}
+    )
+
+
+def scatter_plot_size(view: bool) -> tuple[float, float]:
+    """The plot area (width, height) in pixels the labels are placed for: a phone's width, the chart's height."""
+    return PHONE_PLOT_WIDTH, SCATTER_HEIGHT - SCATTER_MARGIN["b"] - (96 if view else 80)
+
+
+def scatter_ranges(rows, y: str, floor: float | None) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The F1 axis fitted to the points (and the always-"no answer" floor), on multiples of 5; the latency axis
+    from 0 to the furthest p90, so that distances from 0 read as speedups."""
+    values = [float(v) for v in rows[y]] + ([floor] if floor is not None else [])
+    right = max(max(r.p90_ms, r.p50_ms) if not _missing(r.p90_ms) else r.p50_ms for r in rows.itertuples())
+    return fitted_range(values), (0.0, float(right) * 1.04)
+
+
+def point_labels(rows, y: str) -> list[list[str]]:
+    """Each row's label lines: short name, speedup and F1 against the baseline's (:func:`label_lines`)."""
+    base = rows[rows["variant"] == "baseline"]
+    baseline_f1 = float(base[y].iloc[0]) if len(base) else None
+    return [
+        label_lines(str(r.variant), str(r.short_label), r.speedup_vs_baseline, float(getattr(r, y)), baseline_f1)
+        for r in rows.itertuples(index=False)
+    ]
+
+
+def label_order(rows) -> list[int]:
+    """Which labels are placed first (they get the spot beside their point): the baseline, the headline
+    variant, the peers, then the rest in the chain's order."""
+    rank = [
+        0 if r.variant == "baseline" else 1 if r.headline else 2 if r.any_peer else 3
+        for r in rows.itertuples(index=False)
+    ]
+    return sorted(range(len(rank)), key=lambda i: rank[i])
+
+
+def _label_points(fig: go.Figure, rows, y: str, x_range, y_range) -> None:
+    labels = point_labels(rows, y)
+    order = label_order(rows)
+    points = [(float(r.p50_ms), float(getattr(r, y))) for r in rows.itertuples(index=False)]
+    size = scatter_plot_size(view=True)
+    placed = place_labels([points[i] for i in order], [labels[i] for i in order], x_range, y_range, size)
+    for i, where in zip(order, placed, strict=True):
+        x, y_value = points[i]
+        fig.add_annotation(
+            x=x,
+            y=y_value,
+            text="<br>".join(esc(line) for line in labels[i]),
+            showarrow=True,
+            arrowhead=0,
+            arrowwidth=0.8,
+            arrowcolor="#9ca3af",
+            standoff=7,
+            ax=where.dx,
+            ay=where.dy,
+            xanchor=where.anchor,
+            yanchor="middle",
+            align=where.anchor,
+            font={"size": 10, "color": "#111827"},
+        )
+
+
+def _translucent(colour: str, alpha: float = 0.35) -> str:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
 
 
 def _chart_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -285,7 +382,7 @@ def gpu_latency_figure(frame) -> go.Figure:
         fig.update_yaxes(rangemode="tozero")
     fig = _chart_layout(
         fig,
-        "GPU latency against input length (batch 1)<br><sup>bar: median up to p90</sup>",
+        "GPU latency by input length<br><sup>batch 1; bar: median up to p90</sup>",
         "sequence length (tokens)",
         "median latency (ms)",
     )

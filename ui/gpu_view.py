@@ -11,7 +11,7 @@ import gradio as gr
 from variants.records import gpu
 
 from .charts import gpu_latency_figure, gpu_throughput_figure
-from .styles import html_block
+from .styles import fixed_widths, html_block, table_look
 from .text import count, esc
 
 HOW_TO = "<code>python -m variants gpu-report</code> on a GPU machine (see <code>docs/gpu.md</code>)"
@@ -239,6 +239,16 @@ def gpu_outputs(record: dict[str, Any] | None) -> GpuShown:
     )
 
 
+# A phone (~300 px of table) shows the pinned name, how it ran, the length and the median; the rest a swipe away.
+WIDE_COLUMNS = {"How it ran": "100px", "Preset": "96px", "tokens": "64px", "model's median ms": "88px",
+                "pruned ÷ baseline": "84px"}  # fmt: skip
+
+
+def gpu_table(table) -> dict[str, Any]:
+    """A GPU table's display settings: the tab's (:func:`ui.styles.table_look`), with widths for its headers."""
+    return table_look(fixed_widths(list(table.columns), first="84px", default="68px", wider=WIDE_COLUMNS))
+
+
 def gpu_section(folder: Path | None = None) -> GpuShown:
     """A closed accordion at the foot of the Benchmark tab with the newest GPU record in ``folder`` (default
     ``assets/results/gpu``). Built once with the page: no events, no model."""
@@ -262,17 +272,18 @@ def gpu_section(folder: Path | None = None) -> GpuShown:
         html_block(shown.header, elem_id="bench-gpu-header")
         if shown.latency is not None:
             gr.Plot(shown.latency, show_label=False, elem_id="bench-gpu-latency")
-            gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", interactive=False, wrap=True,
-                         max_height=360, elem_id="bench-gpu-table")  # fmt: skip
+            gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", max_height=360,
+                         elem_id="bench-gpu-table", **gpu_table(shown.latency_table))  # fmt: skip
         if record is not None:
             html_block(f'<div class="qa-record">{shown.throughput_note}</div>', elem_id="bench-gpu-throughput-note")
         if shown.throughput is not None:
             gr.Plot(shown.throughput, show_label=False, elem_id="bench-gpu-throughput")
-            gr.Dataframe(shown.throughput_table, label="Questions per second", interactive=False, wrap=True,
-                         max_height=360)  # fmt: skip
+            gr.Dataframe(shown.throughput_table, label="Questions per second", max_height=360,
+                         **gpu_table(shown.throughput_table))  # fmt: skip
         if shown.pruning_table is not None:
-            gr.Dataframe(shown.pruning_table, label="Where pruning pays", interactive=False, wrap=True, max_height=360)
+            pruning = shown.pruning_table
+            gr.Dataframe(pruning, label="Where pruning pays", max_height=360, **gpu_table(pruning))
         if shown.served_table is not None:
             html_block(f'<div class="qa-record">{shown.served_note}</div>')
-            gr.Dataframe(shown.served_table, label="Served latency", interactive=False, wrap=True)
+            gr.Dataframe(shown.served_table, label="Served latency", **gpu_table(shown.served_table))
     return shown

@@ -9,6 +9,7 @@ Pure data, no plotting import: plotly and matplotlib both read it.
 from dataclasses import dataclass
 
 PEER = "peer"  # the benchmark's name for the transformers pipeline on the baseline model
+OPTIMUM_INT8 = "optimum-int8"  # the other peer: optimum's ONNX Runtime dynamic INT8 of the baseline
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,12 @@ class Style:
     colour: str
     marker: str  # a plotly symbol name; :attr:`mpl_marker` is matplotlib's for the same shape
     dash: str = "solid"  # plotly line dash (sweeps)
+    hollow: bool = False  # drawn as an outline: the peers, which are not ours, beside our filled variants
+
+    @property
+    def symbol(self) -> str:
+        """The plotly symbol, open when hollow."""
+        return f"{self.marker}-open" if self.hollow else self.marker
 
     @property
     def mpl_marker(self) -> str:
@@ -46,7 +53,8 @@ STYLES = {
     "pruned-onnx-opt": Style("#cc79a7", "triangle-down", "dashdot"),
     "pruned-onnx-opt-int8": Style("#d55e00", "star"),
     "pruned-onnx-opt-fp16": Style("#d55e00", "star"),  # the same last step, on GPU (never both in one record)
-    PEER: Style("#111827", "x", "dot"),
+    PEER: Style("#111827", "x", "dot", hollow=True),
+    OPTIMUM_INT8: Style("#111827", "hexagon", "dashdot", hollow=True),
     "custom": Style("#e69f00", "pentagon"),
 }
 SPARE = [Style("#f0e442", "hexagon"), Style("#000000", "cross"), Style("#999999", "square", "dash")]

@@ -48,6 +48,8 @@ BANNER_CSS = """
 .qa-notice details { margin-top: 4px; font-size: 0.9em; }
 .qa-notice summary { cursor: pointer; }
 .qa-record { font-size: 0.92em; line-height: 1.6; }
+.qa-term { text-decoration: underline dotted; text-underline-offset: 3px; cursor: help; }
+#bench-headline { margin-bottom: 8px; }
 .qa-about { width: 100%; border-collapse: collapse; font-size: 0.9em; }
 .qa-about th, .qa-about td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; text-align: left;
   vertical-align: top; }
@@ -65,9 +67,30 @@ PAGE_CSS = """
 /* The benchmark table: the page's font, small (narrower than Gradio's monospace: a phone shows four columns),
    headers wrapped between words only (with break-word "answerable" broke as "answerab / le"); column widths are
    set with the table. */
-#bench-table th, #bench-table .body-cell { font-family: var(--font); font-size: var(--text-sm); }
-#bench-table th .header { word-break: normal; overflow-wrap: normal; }
+#bench-table th, #bench-table .body-cell, .qa-table th, .qa-table .body-cell { font-family: var(--font);
+  font-size: var(--text-sm); }
+#bench-table th .header, .qa-table th .header { word-break: normal; overflow-wrap: normal; }
 """
+
+
+def fixed_widths(headers, first: str = "108px", default: str = "72px", wider: dict[str, str] | None = None):
+    """Fixed column widths for a table whose ``headers`` are short words: the first (a name) ``first``, a header
+    in ``wider`` its own, the rest ``default``. Fixed, so that a phone scrolls the numbers sideways beside the
+    pinned name and a header wraps between words, never within one (Gradio's own widths broke "tokens")."""
+    wider = wider or {}
+    return [first if i == 0 else wider.get(h, default) for i, h in enumerate(headers)]
+
+
+def table_look(widths: list[str]) -> dict:
+    """A read-only table's display settings on the Benchmark tab: its first column (what ran) pinned while a phone
+    scrolls the numbers sideways, fixed ``widths`` (:func:`fixed_widths`), the tab's table style."""
+    return {
+        "interactive": False,
+        "wrap": True,
+        "pinned_columns": 1,
+        "column_widths": widths,
+        "elem_classes": ["qa-table"],
+    }
 
 
 def launch_style() -> dict:

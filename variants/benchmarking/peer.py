@@ -17,7 +17,7 @@ from variants.building.sources import resolve, weights_identity
 from variants.core import hardware
 from variants.core import spec as specs
 from variants.core.versions import artifact_versions
-from variants.records.record import PEER, VariantEntry
+from variants.records.record import OPTIMUM_INT8, PEER, VariantEntry
 
 
 def baseline_source(engine: Any, args: argparse.Namespace | None = None) -> Path:
@@ -30,7 +30,6 @@ def baseline_source(engine: Any, args: argparse.Namespace | None = None) -> Path
     return resolve(source).path
 
 
-OPTIMUM_INT8 = "optimum-int8"  # the second peer's name in records
 OPTIMUM_LABEL = "optimum ORT dynamic INT8"
 
 

@@ -8,10 +8,11 @@ The same rules as the app's Benchmark tab (the HTML chart is that very figure, `
 accuracy view, named in the title; by default the tab's, F1 on the answerable questions at threshold 0
 (what the app does: people ask questions their passage answers), with the SQuAD v2 views one flag away
 (``--view pipeline``: all questions at threshold 0, with the F1 of always answering "no answer" marked);
-the F1 axis from 0 to 100, so that a few points look like a few points; each
-variant in its own colour and marker (``ui.palette``, as in every plot of the app), named in plain words
-in the legend rather than labelled on the plot, where overlapping points would hide each other's names;
-a bar from the median to p90 latency, on a linear axis from 0 so that distances read as speedups.
+the F1 axis fitted to the points, its title saying where it starts; each variant in its own colour and
+marker (``ui.palette``, as in every plot of the app; the peers hollow), labelled with its short name, its
+speedup and the F1 it loses against the baseline, the labels placed clear of each other
+(``ui.point_labels``); a thin, light bar from the median to p90 latency, on a linear axis from 0 so that
+distances read as speedups.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ui.charts import Y_TITLES, accuracy_figure, no_answer_floor
+from ui.charts import Y_TITLES, accuracy_figure, axis_note, label_order, no_answer_floor, point_labels, scatter_ranges
 from ui.palette import PEER, variant_style
+from ui.point_labels import place_labels
 from variants.core.hardware import hardware_label
 from variants.records.record import ANSWERABLE, SHOWN_VIEWS, VIEW_TITLES, Record, accuracy_column, record_view
 from variants.records.results import RESULTS_DIR, load_records, pick_record, records_to_frame
@@ -66,22 +68,24 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=150)
+    fig, ax = plt.subplots(figsize=(8, 6), dpi=150)
+    points = points.sort_values("any_peer", ascending=False, kind="stable")  # peers drawn first, ours on top
+    y_range, x_range = scatter_ranges(points, column, floor)
     for _, row in points.iterrows():
         style = variant_style(PEER if row["is_peer"] else row["variant"])
         p90 = row["p90_ms"] if row["p90_ms"] == row["p90_ms"] else row["p50_ms"]
-        ax.errorbar(
+        ax.plot(  # the spread: thin and light, the median's marker on top
+            [row["p50_ms"], max(row["p50_ms"], p90)], [row[column]] * 2, color=style.colour, alpha=0.35, linewidth=1
+        )
+        ax.plot(
             row["p50_ms"],
             row[column],
-            xerr=[[0], [max(0.0, p90 - row["p50_ms"])]],
-            fmt=style.mpl_marker,
+            style.mpl_marker,
             color=style.colour,
             markersize=9,
-            markeredgecolor="#1f2937",
-            markeredgewidth=0.6,
-            alpha=0.9,
-            capsize=3,
-            label=row["short_label"],
+            markerfacecolor="none" if style.hollow else style.colour,
+            markeredgecolor=style.colour if style.hollow else "#1f2937",
+            markeredgewidth=1.6 if style.hollow else 0.6,
         )
     if floor is not None:
         ax.axhline(floor, color="#9ca3af", linestyle=":", linewidth=1.2)
@@ -95,17 +99,43 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
             fontsize=8,
             color="#6b7280",
         )
-    ax.set_ylim(0, 100)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("median latency per question, batch 1 (ms), bar to p90")
-    ax.set_ylabel(Y_TITLES[column])
+    ax.set_ylim(*y_range)
+    ax.set_xlim(*x_range)
+    ax.set_xlabel("median latency per question, batch 1 (ms); bar: median to p90")
+    ax.set_ylabel(Y_TITLES[column] + axis_note(y_range[0]))
     ax.set_title(_title(record, view), fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
+    _label(ax, points, column, x_range, y_range)
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _label(ax, points, column: str, x_range, y_range) -> None:
+    """The tab's labels (``ui.charts.point_labels``), placed by the same rule for this figure's plot area."""
+    box = ax.get_window_extent()
+    font_pt = 7.5
+    font_px = font_pt * ax.figure.dpi / 72
+    labels, order = point_labels(points, column), label_order(points)
+    xy = [(float(r.p50_ms), float(getattr(r, column))) for r in points.itertuples(index=False)]
+    size = (box.width, box.height)
+    marker_px = 9 * ax.figure.dpi / 72  # the markers' size, 9 points
+    placed = place_labels(
+        [xy[i] for i in order], [labels[i] for i in order], x_range, y_range, size, font_px, marker_px
+    )
+    for i, where in zip(order, placed, strict=True):
+        ax.annotate(
+            "\n".join(labels[i]),
+            xy[i],
+            xytext=(where.dx, -where.dy),
+            textcoords="offset pixels",
+            ha=where.anchor,
+            va="center",
+            fontsize=font_pt,
+            linespacing=1.1,
+            arrowprops={"arrowstyle": "-", "color": "#9ca3af", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 6},
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import platform
+import subprocess
 from importlib import metadata
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def dist_version(*dists: str) -> str | None:
@@ -28,9 +32,29 @@ def artifact_versions() -> dict[str, str | None]:
     }
 
 
+def code_version(folder: Path = CHECKOUT) -> str | None:
+    """The git commit of the code in ``folder`` (12 hex digits, "+changes" when tracked files differ from it);
+    None outside a git checkout (a Space's copy, an installed wheel) or without git."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], check=False, capture_output=True, text=True, timeout=10
+        )
+
+    try:
+        commit = git("rev-parse", "--short=12", "HEAD")
+        if commit.returncode:
+            return None
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+
+
 def record_versions() -> dict[str, str | None]:
-    """Versions a record names: Python, the artifact's libraries, tokenizers and numpy."""
+    """Versions a record names: Python, the artifact's libraries, tokenizers and numpy, and the code's commit."""
     return {
+        "code": code_version(),
         "python": platform.python_version(),
         **artifact_versions(),
         "tokenizers": dist_version("tokenizers"),

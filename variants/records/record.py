@@ -55,6 +55,7 @@ def accuracy_column(view: str) -> str:
 
 PEER = "peer"
 PEER_LABEL = "transformers pipeline"
+OPTIMUM_INT8 = "optimum-int8"  # the other peer: optimum's ONNX Runtime dynamic INT8 of the baseline
 QUICK_NOISY_BELOW = 200  # questions: fewer make F1 differences of a few points noise (about ±7 points at 50)
 
 

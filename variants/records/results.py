@@ -13,7 +13,7 @@ from typing import Any
 
 from variants.core.hardware import current_hardware, device_kind, hardware_label, same_cpu_generation
 from variants.core.spec import ASSETS
-from variants.records.record import VIEWS, Record, VariantEntry, as_record
+from variants.records.record import OPTIMUM_INT8, VIEWS, Record, VariantEntry, as_record
 from variants.records.record import load_records as _load_records
 
 log = logging.getLogger("variants.records.results")
@@ -53,6 +53,7 @@ COLUMNS = [
     "n_latency",
     # extra columns
     "is_peer",
+    "any_peer",
     "headline",
     "latency_only",
     "backend",
@@ -70,6 +71,9 @@ COLUMNS = [
     "speedup_vs_baseline_high",
     "speedup_vs_peer_low",
     "speedup_vs_peer_high",
+    "speedup_vs_optimum_int8",
+    "speedup_vs_optimum_int8_low",
+    "speedup_vs_optimum_int8_high",
     "latency_passes",
     "agreement_with_baseline",
     "load_seconds",
@@ -144,7 +148,18 @@ def _range(name: str, bounds: list[float] | None) -> dict[str, float | None]:
     return {f"{name}_low": low, f"{name}_high": high}
 
 
+def _against(entry: VariantEntry, peer: str) -> dict[str, float | None]:
+    """``entry``'s speedup over another peer of its record (its median per-pass ratio, lowest and highest);
+    1 for that peer itself, None where the record did not measure it."""
+    name = "speedup_vs_" + peer.replace("-", "_")
+    ratios = entry.speedup_vs_peers.get(peer) or ([1.0, 1.0, 1.0] if entry.variant == peer else [])
+    ratios = [*ratios, None, None, None][:3]
+    return {name: ratios[0], f"{name}_low": ratios[1], f"{name}_high": ratios[2]}
+
+
 def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
+    """One entry's row; ``is_peer``: the reference peer (transformers' pipeline), ``any_peer``: it or another
+    peer of the record (optimum's INT8), none of them ours."""
     acc = entry.view(view)
     lat = entry.latency_ms
     device = entry.device or record.device
@@ -173,6 +188,7 @@ def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
         "n_questions": acc.n if acc and acc.n else record.n_questions,
         "n_latency": lat.n if lat else None,
         "is_peer": entry.is_peer,
+        "any_peer": entry.is_peer or any(entry is p for p in record.peers),
         "headline": entry.headline,
         "latency_only": entry.latency_only,
         "backend": entry.backend,
@@ -188,6 +204,7 @@ def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
         "speedup_vs_peer": entry.speedup_vs_peer,
         **_range("speedup_vs_baseline", entry.speedup_vs_baseline_range),
         **_range("speedup_vs_peer", entry.speedup_vs_peer_range),
+        **_against(entry, OPTIMUM_INT8),
         "latency_passes": len(entry.latency_pass_p50_ms) or (1 if lat else None),
         "agreement_with_baseline": entry.agreement_with_baseline,
         "load_seconds": entry.load_seconds,
