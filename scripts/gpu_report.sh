@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command, about ten minutes, on a GPU machine with no package index: the GPU report
-# (variants/benchmarking/gpu_report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
+# (variants/benchmarking/gpu/report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
 # eager/AMP/CUDA graphs/torch.compile, ONNX Runtime CUDA (IOBinding, CUDA graphs) where onnxruntime-gpu
 # is installed, questions per second by batch, one question answered by every variant, served latency
 # over HTTP; records go to assets/results/gpu/ (or --out).

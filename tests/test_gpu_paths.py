@@ -22,8 +22,10 @@ import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from conftest import zero_out
-from variants.benchmarking import gpu_app, gpu_ort, gpu_torch
-from variants.benchmarking.gpu_timing import Budget, no_sync, throughput_rows, throughput_table
+from variants.benchmarking.gpu import app as gpu_app
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import torch_modes as gpu_torch
+from variants.benchmarking.gpu.timing import Budget, no_sync, throughput_rows, throughput_table
 from variants.building import prune
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,10 @@ import pytest
 
 from ui.benchmark import benchmark_tab
 from ui.gpu_view import NO_RECORD, gpu_outputs, gpu_section
-from variants.benchmarking import chainbench, gpu_ort, gpu_report
-from variants.benchmarking.gpu_timing import Budget, no_sync, sweep, throughput_rows, throughput_table
+from variants.benchmarking import chainbench
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import report as gpu_report
+from variants.benchmarking.gpu.timing import Budget, no_sync, sweep, throughput_rows, throughput_table
 from variants.records import gpu
 from variants.records.results import GPU_DIR
 

@@ -1,7 +1,7 @@
 """GPU records on disk: find them and turn one into tidy tables. Read only: nothing here runs a model.
 
 A GPU record is one JSON file written by ``python -m variants gpu-report``
-(:mod:`variants.benchmarking.gpu_report`) into ``assets/results/gpu``: ``kind`` "gpu-report", ``created``,
+(:mod:`variants.benchmarking.gpu.report`) into ``assets/results/gpu``: ``kind`` "gpu-report", ``created``,
 ``note``, ``hardware``, ``cuda``, ``onnxruntime``, ``settings`` and one entry per preset under ``presets``.
 A preset's entry holds (each part may be missing in older records, or be an ``{"error": ...}`` in its place):
 
@@ -32,7 +32,7 @@ log = logging.getLogger("variants.records.gpu")
 GPU_KIND = "gpu-report"
 ENGINES = {"torch": "PyTorch", "onnxruntime": "ONNX Runtime"}  # a preset's part -> the runtime it timed
 
-# The report's torch modes (variants.benchmarking.gpu_torch) -> (plain name, what it is, for a footnote).
+# The report's torch modes (variants.benchmarking.gpu.torch_modes) -> (plain name, what it is, for a footnote).
 TORCH_MODES = {
     "torch-fp32": ("PyTorch FP32", "the model as trained, eager mode, 32-bit floats"),
     "torch-fp16": ("PyTorch FP16", "a half-precision copy of the model (model.half()), eager mode"),
@@ -107,7 +107,7 @@ def newest_gpu_record(folder: str | Path | None = None) -> dict[str, Any] | None
 
 
 def _ort_parts(mode: str) -> tuple[str, str, str, bool]:
-    """``ort-<ran_on>-<dtype>-<how>[-cpu-fallback]`` (:func:`variants.benchmarking.gpu_ort.mode_name`) in parts."""
+    """``ort-<ran_on>-<dtype>-<how>[-cpu-fallback]`` (:func:`variants.benchmarking.gpu.ort.mode_name`) in parts."""
     fallback = mode.endswith("-cpu-fallback")
     ran_on, dtype, how = [*mode.removesuffix("-cpu-fallback").split("-")[1:], "", "", ""][:3]
     return ran_on, dtype, how, fallback

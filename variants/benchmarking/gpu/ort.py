@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from variants.answering.runtime import session_options
-from variants.benchmarking.gpu_timing import Factory
+from variants.benchmarking.gpu.timing import Factory
 
 FALLBACK_OFF = "session.disable_cpu_ep_fallback"
 BUCKETS = (64, 128, 256, 384)

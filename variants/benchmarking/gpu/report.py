@@ -7,8 +7,8 @@ For each preset it loads every chain variant through the engine, answers one que
 (recording the device, provider and dtype each really ran on), then, each step inside a time budget:
 
 1. batch-1 latency per sequence length (32..384) of the baseline and the pruned model in PyTorch
-   (:mod:`variants.benchmarking.gpu_torch`: eager FP32, FP16, AMP and a captured FP16 CUDA graph);
-2. the same for ONNX Runtime (:mod:`variants.benchmarking.gpu_ort`): the pruned model's ONNX graph, its
+   (:mod:`variants.benchmarking.gpu.torch_modes`: eager FP32, FP16, AMP and a captured FP16 CUDA graph);
+2. the same for ONNX Runtime (:mod:`variants.benchmarking.gpu.ort`): the pruned model's ONNX graph, its
    ORT-optimized graph (fused attention with each layer's own head count) and its FP16 (CUDA) / INT8
    (CPU) graph, plus the baseline's graph of the same last step, all through IOBinding on buffers on the
    session's device, and on CUDA the FP16 graphs again with ORT's CUDA graphs on length buckets. Each
@@ -39,8 +39,10 @@ from typing import Any
 
 from variants.answering.runtime import TorchQAModel
 from variants.answering.timing import describe
-from variants.benchmarking import chainbench, gpu_ort, gpu_torch
-from variants.benchmarking.gpu_timing import (
+from variants.benchmarking import chainbench
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import torch_modes as gpu_torch
+from variants.benchmarking.gpu.timing import (
     THROUGHPUT_BATCHES,
     THROUGHPUT_LENGTHS,
     Budget,
@@ -55,7 +57,7 @@ from variants.core import spec as specs
 from variants.records.results import GPU_DIR
 from variants.serving.engine import LoadedVariant, load_engine
 
-log = logging.getLogger("variants.benchmarking.gpu_report")
+log = logging.getLogger("variants.benchmarking.gpu.report")
 
 LENGTHS = (32, 64, 128, 256, 384)
 QUICK_LENGTHS = (32,)
@@ -321,7 +323,7 @@ def speedups(out: dict[str, Any], length: int) -> dict[str, float]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m variants.benchmarking.gpu_report", description=__doc__.split("\n\n")[0]
+        prog="python -m variants.benchmarking.gpu.report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--device", default="cuda", help="cuda[:N] (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="32 tokens, batches 1 and 2, few runs, scaled replica")
