@@ -1,11 +1,11 @@
 """ONNX Runtime for the GPU report: sessions whose provider is checked, IOBinding on the session's device,
 CUDA graphs on inputs padded to a few length buckets, and where each graph's nodes ran.
 
-* :func:`make_session` asks for the CUDA provider on ``cuda[:N]`` (optionally with CPU fallback turned off,
-  ``session.disable_cpu_ep_fallback``, and with ORT's CUDA graphs); :func:`provider_check` reads
-  ``session.get_providers()`` afterwards, because ORT falls back to the CPU *without an error* when the
-  CUDA provider cannot load (a CPU build, a missing cuDNN): such a row says ``cpu_fallback`` and its
-  mode names the CPU, so it never passes as CUDA.
+* :func:`make_session` opens a session as the engine does (:func:`variants.answering.runtime.session_plan`:
+  the CUDA provider on ``cuda[:N]``, alone where CPU fallback is off or ORT's CUDA graphs are on);
+  :func:`provider_check` reads ``session.get_providers()`` afterwards, because ORT falls back to the CPU
+  *without an error* when the CUDA provider cannot load (a CPU build, a missing cuDNN): such a row says
+  ``cpu_fallback`` and its mode names the CPU, so it never passes as CUDA.
 * :class:`Bound` binds a session's inputs and outputs to OrtValues on the device it really runs on
   (CUDA buffers, or CPU ones: the same code path CI runs), so no host copy is timed.
 * :func:`graphed` makes one CUDA-graph session per (length bucket, batch): ORT captures the graph on the
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from variants.answering.runtime import session_options
+from variants.answering.cuda_graphs import LENGTH_BUCKETS
+from variants.answering.cuda_graphs import bucket_for as _bucket_for
+from variants.answering.runtime import CUDA, open_session
 from variants.benchmarking.gpu.timing import Factory
 
-FALLBACK_OFF = "session.disable_cpu_ep_fallback"
-BUCKETS = (64, 128, 256, 384)
-CUDA = "CUDAExecutionProvider"
+BUCKETS = LENGTH_BUCKETS
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -42,21 +42,11 @@ def device_id(device: str) -> int:
 def make_session(
     path: Path, device: str, *, strict: bool = False, cuda_graph: bool = False, profile_dir: Path | None = None
 ):
-    """A session of ``path`` on ``device`` with the engine's session options; on CUDA with ``strict``,
-    creation fails if any node would run on the CPU; ``cuda_graph`` turns on ORT's CUDA graphs."""
-    import onnxruntime as ort  # noqa: PLC0415 - the report imports ONNX Runtime only when it runs it
-
-    cuda = device.startswith("cuda")
-    options, disabled = session_options(cuda=cuda, profile_prefix=str(profile_dir / "ort") if profile_dir else None)
-    providers: list = ["CPUExecutionProvider"]
-    if cuda:
-        cuda_options = {"device_id": device_id(device)}
-        if cuda_graph:
-            cuda_options["enable_cuda_graph"] = "1"
-        providers = [(CUDA, cuda_options), "CPUExecutionProvider"]
-        if strict:
-            options.add_session_config_entry(FALLBACK_OFF, "1")
-    return ort.InferenceSession(str(path), sess_options=options, providers=providers, disabled_optimizers=disabled)
+    """A session of ``path`` on ``device`` with the engine's options and providers
+    (:func:`variants.answering.runtime.session_plan`): with ``strict`` (CUDA only) creation fails if any
+    node would run on the CPU; ``cuda_graph`` turns on ORT's CUDA graphs (strict too)."""
+    prefix = str(profile_dir / "ort") if profile_dir else None
+    return open_session(path, device, strict=strict, cuda_graph=cuda_graph, profile_prefix=prefix)
 
 
 def provider_check(session, device: str) -> dict[str, Any]:
@@ -122,11 +112,8 @@ def random_feed(
 
 
 def bucket_for(length: int, buckets: Sequence[int] = BUCKETS) -> int:
-    """The smallest bucket that holds ``length`` tokens."""
-    fitting = [b for b in sorted(buckets) if b >= length]
-    if length < 1 or not fitting:
-        raise ValueError(f"no length bucket holds {length} tokens (buckets {tuple(buckets)})")
-    return fitting[0]
+    """The smallest length bucket that holds ``length`` tokens (the engine's rule)."""
+    return _bucket_for(length, buckets)
 
 
 def pad_feed(feed: dict[str, np.ndarray], bucket: int) -> dict[str, np.ndarray]:
