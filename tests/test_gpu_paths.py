@@ -152,9 +152,24 @@ def test_the_throughput_table_has_a_row_per_mode_batch_and_length(graphs) -> Non
     ]
     table = throughput_table(entries)
     assert [(r["mode"], r["batch"], r["seq_len"]) for r in table] == [
-        ("m", 1, 8), ("m", 1, 16), ("m", 4, 8), ("m", 4, 16), ("other", 1, 8)
-    ]  # fmt: skip
+        ("m", 1, 8),
+        ("m", 4, 8),
+        ("m", 1, 16),
+        ("m", 4, 16),
+        ("other", 1, 8),
+    ]  # fmt: skip  (in the order measured: the report measures the user's chain first)
     assert [r["pruned_over_baseline"] for r in table] == [2.0, 2.0, 2.0, None, None]
+    # Two ONNX Runtime graphs of one precision (as exported, optimized) share a mode, not a row.
+    ort_rows = rows[:1]
+    graphs_of = [
+        {"model": m, "variant": f"{m}-{step}", "mode": "ort-cpu-fp32-iobinding", "throughput": ort_rows}
+        for step in ("onnx-opt", "onnx")
+        for m in ("pruned", "baseline")
+    ]
+    assert [(r["step"], r["pruned_over_baseline"]) for r in throughput_table(graphs_of)] == [
+        ("onnx-opt", 1.0),
+        ("onnx", 1.0),
+    ]
 
 
 def test_torch_factories_take_a_batch(tiny_qa_dir: Path) -> None:
@@ -356,3 +371,17 @@ def test_plain_iobinding_with_ortvalues_matches_a_plain_run(graphs) -> None:
     plain = session.run(None, feed)
     np.testing.assert_allclose(start, plain[0], atol=1e-6)
     np.testing.assert_allclose(end, plain[1], atol=1e-6)
+
+
+def test_records_name_the_version_of_the_module_that_runs_not_other_metadata(monkeypatch) -> None:
+    """On the first H200 machine the CPU build's metadata said onnxruntime 1.30.0 while onnxruntime-gpu
+    1.31.1, first on the path, answered: the imported module decides."""
+    import sys  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    from variants.core import versions  # noqa: PLC0415
+
+    assert versions.record_versions()["onnxruntime"] == ort.__version__
+    monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9"))
+    assert versions.artifact_versions()["onnxruntime"] == "9.9.9"
+    assert versions.module_version("no_such_module_here") is None

@@ -46,10 +46,13 @@ SERVED_HEADERS = {
     "client_p90_ms": "p90 ms",
     "client_p99_ms": "p99 ms",
     "client_max_ms": "slowest ms",
-    "engine_p50_ms": "model's median ms",
+    "engine_p50_ms": "engine's median ms",
+    "hop_p50_ms": "HTTP hop, median ms",
+    "model_run_p50_ms": "model run alone, median ms",
     "n": "requests",
     "provider": "runtime",
     "dtype": "precision",
+    "execution": "how it ran",
 }
 
 
@@ -211,8 +214,10 @@ def served_sentence(record: dict[str, Any]) -> str:
                 f"Served latency: <code>{esc(served.get('route', 'POST /v1/answer'))}</code> answered by "
                 f"{esc(gpu.variant_label(served.get('variant')))}"
                 + (" (the fastest at 32 tokens)" if chosen else "")
+                + (" (the chain's last step, which the route serves by default)" if served.get("why") else "")
                 + (f", {esc(how)}" if how else "")
-                + ": milliseconds per request as the client saw them, and the model's own share."
+                + ": milliseconds per request as the client saw them, the engine's share (tokenize, run, decode), "
+                "what the HTTP hop adds, and the model's run alone."
             )
     return ""
 

@@ -77,7 +77,7 @@ def bound_run(session, feed: dict[str, np.ndarray], kind: str, index: int = 0, g
     return start, end
 
 
-class _Shape:
+class Shape:
     """One (rows, width) shape's inputs and outputs, bound once on the device; its graph replays on them."""
 
     def __init__(self, session, names: Sequence[str], rows: int, width: int, kind: str, index: int, graph_id: int):
@@ -96,10 +96,19 @@ class _Shape:
             self.outputs.append(value)
             self.binding.bind_ortvalue_output(out.name, value)
 
-    def __call__(self, session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def write(self, feed: dict[str, np.ndarray]) -> None:
         for name, value in feed.items():
             self.inputs[name].update_inplace(value)  # same address: the captured graph reads the new tokens
+
+    def run(self, session) -> None:
+        """Runs (or replays) on the bound buffers; returns once the outputs are ready, copying nothing."""
         session.run_with_iobinding(self.binding, self.options)
+        self.binding.synchronize_outputs()
+
+    def __call__(self, session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """``feed`` written in, one run, the outputs copied to the host."""
+        self.write(feed)
+        self.run(session)
         return [value.numpy() for value in self.outputs]
 
 
@@ -120,7 +129,7 @@ class GraphRunner:
         self.session, self.kind, self.index = session, kind, index
         self.lengths, self.batches = tuple(sorted(lengths)), tuple(sorted(batches))
         self.names = [i.name for i in session.get_inputs()]
-        self.shapes: dict[tuple[int, int], _Shape] = {}
+        self.shapes: dict[tuple[int, int], Shape] = {}
         self.unbucketed = 0  # calls larger than every bucket, run without a graph
         self._lock = threading.Lock()
 
@@ -130,7 +139,7 @@ class GraphRunner:
         gives the logits the plain runs gave. Raises where a shape fails or a replay differs."""
         keys = sorted(((b, n) for b in self.batches for n in self.lengths), reverse=True)
         for graph_id, (rows, width) in enumerate(keys, start=1):
-            shape = _Shape(self.session, self.names, rows, width, self.kind, self.index, graph_id)
+            shape = Shape(self.session, self.names, rows, width, self.kind, self.index, graph_id)
             feed = warm_feed(self.names, rows, width)
             first = shape(self.session, feed)
             for _ in range(CAPTURE_RUNS - 1):
