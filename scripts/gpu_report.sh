@@ -11,7 +11,7 @@
 # Wheels in .whl/ (made by scripts/gpu_wheels.sh where an index is reachable) are installed into
 # .gpu-site/ and put first on PYTHONPATH, so the pinned transformers 4.57 / fastapi stack runs even
 # where the machine has transformers 5 and no fastapi. They leave out optimum and onnxruntime-gpu, which
-# do not fit one call of a lent machine: scripts/gpu_measure.sh, after the parts of scripts/gpu_ort_wheel.sh,
+# do not fit one transfer to an offline GPU machine: scripts/gpu_measure.sh, after the parts of scripts/gpu_ort_wheel.sh,
 # runs the whole measurement (docs/gpu.md). Without them the report still runs to the end; variants that
 # need a missing package carry its error.
 set -euo pipefail

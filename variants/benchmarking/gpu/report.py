@@ -411,7 +411,7 @@ def summary_line(entry: dict[str, Any]) -> str:
     answers = ", ".join(f"{a['variant']} {a['device']}/{a['provider']}/{a['dtype']}" for a in entry["answers"])
     speed = entry["speedups_at_max_length"]
     pays = [
-        f"{r['mode']} b{r['batch']}@{r['seq_len']}: {r['pruned_over_baseline']}x"
+        f"{r['mode']} {r.get('step') or ''} b{r['batch']}@{r['seq_len']}: {r['pruned_over_baseline']}x"
         for r in entry["where_pruning_pays"]
         if r["pruned_over_baseline"]
     ]
