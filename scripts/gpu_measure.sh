@@ -10,7 +10,7 @@
 #   3. the bench of the embedded preset on the GPU: the sample's 501 questions, F1 and latency per variant,
 #      transformers' pipeline on the same GPU as the peer (python -m variants bench; a JSON and a CSV);
 #   4. the app on the GPU with the replica's card variants, asked through gradio_client (gpu-app);
-#   5. the app with the embedded preset, if time is left.
+#   5. the app with the embedded preset, if time is left (the embedded report and bench ran it on the GPU).
 #
 # Each step gets its share (the *_S variables) or what is left of MEASURE_S less what the later steps
 # need, so the command ends inside its limit; a step that fails is logged and the next one runs. The steps
@@ -31,11 +31,12 @@ MEASURE_S="${MEASURE_S:-420}"
 CACHE="${CACHE_DIR:-/tmp/variants-cache}"  # built ONNX graphs, shared by the steps
 DEVICE="${DEVICE:-cuda:0}"
 # Shares of MEASURE_S (seconds); the later steps' shares are held back while an earlier one runs.
-REPLICA_S="${REPLICA_S:-165}" BENCH_S="${BENCH_S:-90}" APP_REPLICA_S="${APP_REPLICA_S:-45}"
-EMBEDDED_S="${EMBEDDED_S:-55}" APP_EMBEDDED_S="${APP_EMBEDDED_S:-40}"
-QUICK_ARGS=() BENCH_ARGS=(--latency-passes 3 --skip-sweeps --profile-questions 0)
+# The replica's report builds the dense BERT-large's ONNX graphs (a minute or more) before it times them.
+REPLICA_S="${REPLICA_S:-215}" EMBEDDED_S="${EMBEDDED_S:-45}" BENCH_S="${BENCH_S:-75}"
+APP_REPLICA_S="${APP_REPLICA_S:-45}" APP_EMBEDDED_S="${APP_EMBEDDED_S:-40}"
+REPORT_ARGS=(--runs 10 --throughput-runs 5) BENCH_ARGS=(--latency-passes 3 --skip-sweeps --profile-questions 0)
 if [ -n "${QUICK:-}" ]; then
-  QUICK_ARGS=(--quick)
+  REPORT_ARGS=(--quick)
   BENCH_ARGS=(--limit 24 --latency-samples 8 --latency-passes 1 --warmup 1 --skip-sweeps --profile-questions 0)
 fi
 START=$SECONDS
@@ -66,7 +67,7 @@ print(f"torch {torch.__version__} CUDA {torch.version.cuda} GPU {torch.cuda.is_a
 report() {  # report PRESET BUDGET
   if [ "$2" -lt 40 ]; then echo "skipped: $2 s left for the $1 report"; return 0; fi
   timeout --signal=INT --kill-after=15 $(($2 + 30)) "$PY" -m variants gpu-report --presets "$1" --device "$DEVICE" \
-    "${QUICK_ARGS[@]}" --budget-s "$2" --out "$OUT" --cache-dir "$CACHE" || echo "WARNING: the $1 report exited with $?"
+    "${REPORT_ARGS[@]}" --budget-s "$2" --out "$OUT" --cache-dir "$CACHE" || echo "WARNING: the $1 report exited with $?"
 }
 bench() {  # bench PRESET LIMIT
   if [ "$2" -lt 40 ]; then echo "skipped: $2 s left for the $1 bench"; return 0; fi

@@ -176,16 +176,19 @@ def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Bu
         entry["mode"] = f"ort-{'cuda' if cuda else 'cpu'}-{dtype}-iobinding"
         try:
             budget.check(reserve=20)
-            # Counted first (fallback allowed) from a profiled run: which nodes ORT put on the CPU, if any.
-            entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
-            if cuda:
-                entry["nodes_on_cpu"] = on_cpu[:50]
-                entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {gpu_ort.CUDA}
-            # A graph that ran whole on CUDA is timed in a session that may not fall back (creation fails
-            # if it would); one with nodes on the CPU (shape arithmetic, say) says so in nodes_on_cpu.
-            strict = bool(entry.get("all_nodes_on_cuda"))
+            strict = False
+            if cuda:  # a session that may not fall back: that ORT creates it shows every node runs on CUDA
+                try:
+                    make, check = gpu_ort.bound(loaded.artifact, device, strict=True)
+                    strict = entry["all_nodes_on_cuda"] = True
+                except Exception as exc:
+                    entry["strict_refused"] = describe(exc)[:300]
+            if not strict:  # the CPU, or some node on the CPU (shape arithmetic, say): which, from a profiled run
+                entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
+                if cuda:
+                    entry["nodes_on_cpu"], entry["all_nodes_on_cuda"] = on_cpu[:50], False
+                make, check = gpu_ort.bound(loaded.artifact, device)
             entry["cpu_fallback_disabled"] = strict
-            make, check = gpu_ort.bound(loaded.artifact, device, strict=strict)
             entry.update(check, mode=gpu_ort.mode_name(dtype, check))
             entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
             entry["_make"] = make
