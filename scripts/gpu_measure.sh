@@ -32,11 +32,11 @@ CACHE="${CACHE_DIR:-/tmp/variants-cache}"  # built ONNX graphs, shared by the st
 DEVICE="${DEVICE:-cuda:0}"
 # Shares of MEASURE_S (seconds); the later steps' shares are held back while an earlier one runs.
 # The replica's report builds the dense BERT-large's ONNX graphs (a minute or more) before it times them.
-REPLICA_S="${REPLICA_S:-215}" EMBEDDED_S="${EMBEDDED_S:-45}" BENCH_S="${BENCH_S:-75}"
+REPLICA_S="${REPLICA_S:-205}" EMBEDDED_S="${EMBEDDED_S:-55}" BENCH_S="${BENCH_S:-75}"
 APP_REPLICA_S="${APP_REPLICA_S:-45}" APP_EMBEDDED_S="${APP_EMBEDDED_S:-40}"
 REPORT_ARGS=(--runs 10 --throughput-runs 5) BENCH_ARGS=(--latency-passes 3 --skip-sweeps --profile-questions 0)
 if [ -n "${QUICK:-}" ]; then
-  REPORT_ARGS=(--quick)
+  REPORT_ARGS=(--quick) APP_EMBEDDED_S="${APP_EMBEDDED_S_QUICK:-90}"  # the app starts slowly on a small CPU
   BENCH_ARGS=(--limit 24 --latency-samples 8 --latency-passes 1 --warmup 1 --skip-sweeps --profile-questions 0)
 fi
 START=$SECONDS

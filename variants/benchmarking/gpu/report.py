@@ -12,18 +12,19 @@ the user's chain first:
    (fused attention with each layer's own head count) and unoptimized FP32, all through IOBinding on
    buffers on the session's device, and on CUDA the FP16 graphs again replaying ORT's CUDA graphs on
    length buckets (as the engine runs its FP16 variant). Each row says which provider the session really
-   got (a CPU fallback is marked, never counted as CUDA) and, from a profiled run, which nodes ran on the
-   CPU; a graph that ran whole on CUDA is timed in a session with CPU fallback turned off (the CUDA
-   provider alone), and only such a graph gets the CUDA-graph rows. Batch-1 latency per sequence length
-   (32..384), then questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens;
+   got (a CPU fallback is marked, never counted as CUDA); on CUDA a graph is timed in a session with CPU
+   fallback turned off (the CUDA provider alone) where ORT creates one, else a profiled run names the
+   nodes ORT put on the CPU; only a graph that runs whole on CUDA gets the CUDA-graph rows. Batch-1
+   latency per sequence length (32..384);
 2. served latency (``POST /v1/answer``) through the chain's last step, as the route serves it by
-   default: the client's time, the engine's and the HTTP hop's, and the model's own run;
+   default: the client's time, the engine's and the HTTP hop's, and the model's own run; then the ONNX
+   Runtime graphs' questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens;
 3. PyTorch (:mod:`variants.benchmarking.gpu.torch_modes`): eager FP32 (what people run), FP16, AMP and
    a captured FP16 CUDA graph, latency and questions per second;
 4. last, only with time left: ``torch.compile`` in its default, "reduce-overhead" and "max-autotune"
    modes.
 
-``where_pruning_pays``: per mode and shape, the baseline's and the pruned model's questions per second
+``where_pruning_pays``: per mode, graph step and shape, the baseline's and the pruned model's questions per second
 and their ratio.
 
 Latencies are per-call wall times (p50, p90, p99, min, max, n), the device synchronized around each
@@ -244,12 +245,12 @@ def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[s
             out["answers"] = [r.to_json() for r in engine.ask(QUESTION, CONTEXT)]
             # 1. The user's chain first: ONNX Runtime FP32, optimized, FP16 and FP16 with CUDA graphs.
             out["onnxruntime"] = ort_entries(engine, args.device, args.lengths, args.runs, args.warmup, budget)
-            for entry in out["onnxruntime"]:
-                if "_make" in entry:
-                    entry["throughput"] = throughput(entry["_make"], args, no_sync, budget)
             # 2. Served latency through the chain's last step, as POST /v1/answer serves it by default.
             if args.served_requests:
                 out["served"] = served(engine, args.lengths, args.served_requests, budget)
+            for entry in out["onnxruntime"]:  # then the chain's questions per second
+                if "_make" in entry:
+                    entry["throughput"] = throughput(entry["_make"], args, no_sync, budget)
             # 3. PyTorch: eager FP32 (what people run), FP16, AMP, a captured FP16 CUDA graph.
             out["torch"], compile_entries = [], []
             for model in ("baseline", "pruned"):
