@@ -273,7 +273,7 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
         execution="CUDA graphs (24: 64/128/256/384 tokens)",
     )  # fmt: skip
     card = card_html(loaded, graphs, CONTEXT, "done", by_name["baseline"])
-    assert ">GPU · ONNX Runtime · 16-bit floats · CUDA graphs<" in card
+    assert ">GPU · ONNX Runtime (CUDA) · 16-bit floats · CUDA graphs<" in card
     assert 'title="cuda:0 · CUDAExecutionProvider · FP16 · CUDA graphs (24: 64/128/256/384 tokens)"' in card
 
 
