@@ -423,6 +423,7 @@ def test_a_bench_record_measured_on_a_gpu_is_picked_on_a_gpu_and_shown_in_the_gp
     assert "501 questions" in note and "cuda:0" in note and "NVIDIA H200" in note
     ok = [e for e in on_gpu["variants"] if not e["error"]]
     assert len(table) == len(ok) + 1 + len(on_gpu["peers"])  # the variants, the pipeline, the other peers
+    assert table["runs on"][0] == "GPU · PyTorch · 32-bit floats"  # plain words, as the cards write them
     assert list(table["F1"][: len(ok)]) == pytest.approx([e["accuracy"]["pipeline"]["f1"] for e in ok], abs=0.006)
     engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)
     with gr.Blocks() as demo:

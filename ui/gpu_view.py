@@ -13,6 +13,7 @@ from variants.records import gpu
 from variants.records.record import Record
 from variants.records.results import records_to_frame
 
+from .cards import plain_runtime
 from .charts import gpu_latency_figure, gpu_throughput_figure
 from .styles import html_block
 from .text import count, esc
@@ -65,8 +66,7 @@ BENCH_HEADERS = {  # records_to_frame column -> table header, for the bench reco
     "f1": "F1",
     "p50_ms": "median ms",
     "speedup_vs_peer": "× pipeline",
-    "provider": "runtime",
-    "dtype": "precision",
+    "runs_on": "runs on",
 }
 
 
@@ -82,8 +82,10 @@ def bench_outputs(record: Record | None) -> tuple[str, Any]:
     if record is None:
         return "", None
     frame = records_to_frame(record, view="pipeline")
-    frame = frame[frame["error"].isna()]
-    table = frame[[c for c in BENCH_HEADERS if c in frame.columns]].copy()
+    frame = frame[frame["error"].isna()].copy()
+    frame["runs_on"] = [plain_runtime(str(d or ""), str(p or ""), str(t or "")) for d, p, t in
+                        zip(frame["device"], frame["provider"], frame["dtype"], strict=True)]  # fmt: skip
+    table = frame[list(BENCH_HEADERS)].copy()
     for column in ("has_ans_f1", "f1", "speedup_vs_peer"):
         table[column] = table[column].astype(float).round(2)
     table["p50_ms"] = table["p50_ms"].astype(float).round(3)
@@ -126,7 +128,7 @@ def note_sentence(facts: dict[str, Any]) -> str:
         )
     if facts["trained_weights"]:
         which = ", ".join(map(str, facts["trained_weights"]))
-        return f"The {which} models as trained; speed only: a GPU report measures no accuracy (the CPU bench does)."
+        return f"The {which} models as trained; speed only: a GPU report measures no accuracy (the bench does)."
     if "random weights" in facts["note"].lower():  # no preset says: the note stands
         return "Random weights: models of the published shape, timed for speed only; no accuracy is measured."
     return "Speed only: a GPU report measures no accuracy."
