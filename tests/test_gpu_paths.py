@@ -208,14 +208,18 @@ def test_the_app_check_takes_the_cards_three_and_never_counts_a_cpu_answer_as_cu
         return {"variant": variant, "device": device, "provider": provider, "dtype": "fp16", "latency_ms": ms,
                 "error": error}  # fmt: skip
 
+    graphs = {**result("pruned-onnx-opt-fp16", "cuda:0", "CUDAExecutionProvider", 1.0), "execution": "CUDA graphs"}
     requests = [
         {"results": [result("baseline", "cuda:0", "PyTorch", 3.0), result("pruned-onnx-opt-fp16", "cpu", "CPU", 9.0)]},
+        {"results": [graphs]},
         {"results": [result("baseline", "cuda:0", "PyTorch", 5.0), result("pruned", "cuda:0", "PyTorch", 2.0, "boom")]},
         {"error": "TimeoutError: no answer"},
     ]
     summary = gpu_app.summarize_variants(requests, "cuda:0")
     assert summary["baseline"]["on_device"] and summary["baseline"]["engine_latency_ms"]["p50"] == 4.0
-    assert summary["pruned-onnx-opt-fp16"]["devices"] == ["cpu"] and not summary["pruned-onnx-opt-fp16"]["on_device"]
+    fp16 = summary["pruned-onnx-opt-fp16"]
+    assert fp16["devices"] == ["cpu", "cuda:0"] and not fp16["on_device"]  # one answer from the CPU is enough
+    assert fp16["executions"] == ["CUDA graphs"] and summary["baseline"]["executions"] == []
     assert summary["pruned"]["errors"] == ["boom"] and not summary["pruned"]["on_device"]
     assert summary["pruned"]["engine_latency_ms"] is None
 
