@@ -81,6 +81,8 @@ COMPILE_RESERVE_DEFAULT = 120
 # Seconds of budget the baseline's ONNX graph needs to be built and timed: a base plus some per million
 # parameters (about 30 s for MiniLM, 120 s for BERT-large, whose export and checks take minutes on few cores).
 BASELINE_BUILD_RESERVE_S, BASELINE_BUILD_S_PER_M = 20, 0.3
+# Seconds of budget served latency needs: a loopback server's start and a few hundred requests of milliseconds.
+SERVED_RESERVE_S = 12
 
 
 # --- environment --------------------------------------------------------------------------------
@@ -297,7 +299,7 @@ def served(engine, report_lengths, requests: int, budget: Budget) -> dict[str, A
     FP16 variant on CUDA, replaying its CUDA graphs; INT8 on the CPU), at 32 tokens and the report's longest
     length: the client's time, the engine's and the hop's, and the model's own run at the same length."""
     try:
-        budget.check(reserve=30)
+        budget.check(reserve=SERVED_RESERVE_S)
         variant = chain_default(engine)
         lengths = tuple(sorted({32, max(report_lengths)}))
         result = measure(engine, variant, lengths, requests, warmup=3)
