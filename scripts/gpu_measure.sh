@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
-# The GPU measurement of issue 42 in ONE device call (at most 10 minutes) on a lent H100/H200, after the
-# wheel parts have been carried (scripts/gpu_ort_wheel.sh; docs/gpu.md gives the calls). Records go to
-# $OUT (the device tool brings back at most 8 files), in this order, most needed first:
+# The GPU measurement in ONE command of at most MEASURE_S seconds (default 420) on an offline GPU machine,
+# after the wheel parts have been carried (scripts/gpu_ort_wheel.sh; docs/gpu.md gives the transfers). Records
+# go to $OUT (seven files), most needed first:
 #
-#   1. the BERT-large replica's GPU report: PyTorch and ONNX Runtime CUDA rows, questions per second,
-#      served latency through the fastest variant (python -m variants gpu-report --presets bert-large-replica);
-#   2. the app on cuda:0 with the card's three variants, asked through gradio_client (gpu-app, embedded);
-#   3. the embedded preset's GPU report;
-#   4. the app with the replica (timings), if time is left.
+#   1. the BERT-large replica's GPU report: the user's chain in ONNX Runtime (FP32, optimized, FP16,
+#      FP16 + CUDA graphs, pruned and baseline), questions per second, served latency through the FP16
+#      variant, then PyTorch (python -m variants gpu-report --presets bert-large-replica);
+#   2. the embedded preset's GPU report (it builds the embedded graphs the next steps load);
+#   3. the bench of the embedded preset on the GPU: the sample's 501 questions, F1 and latency per variant,
+#      transformers' pipeline on the same GPU as the peer (python -m variants bench; a JSON and a CSV);
+#   4. the app on the GPU with the replica's card variants, asked through gradio_client (gpu-app);
+#   5. the app with the embedded preset, if time is left (the embedded report and bench ran it on the GPU).
 #
-# Each step gets what is left of MEASURE_S (default 540 s) minus what the later steps need, so the call
-# ends inside its limit; a step that fails is logged and the next one runs. Wheels: installed from
-# /tmp/gpu-bundle (the carried parts) into /tmp/gpu-site unless the last `stow` did it already; without
-# them the reports still run and their ONNX Runtime rows say "no CUDA provider". The models: moved
-# back into assets/models when the call carried them as .gpu-stash/models (a slim tree).
+# Each step gets its share (the *_S variables) or what is left of MEASURE_S less what the later steps
+# need, so the command ends inside its limit; a step that fails is logged and the next one runs. The steps
+# share one artifact cache: the report builds the graphs, the bench and the app load them. Wheels: installed
+# from /tmp/gpu-bundle (the carried parts) into /tmp/gpu-site unless the last `stow` did it already;
+# without them the reports still run and their ONNX Runtime rows say "no CUDA provider". The models:
+# moved back into assets/models when the transfer carried them as .gpu-stash/models (a slim tree).
 #
-#   bash scripts/gpu_measure.sh                    # on the lent machine, in the checkout's copy
-#   DEVICE=cpu QUICK=1 OUT=/tmp/m bash scripts/gpu_measure.sh   # a rehearsal anywhere (scaled replica)
+#   bash scripts/gpu_measure.sh                                  # on the GPU machine, in the checkout's copy
+#   DEVICE=cpu QUICK=1 OUT=/tmp/m bash scripts/gpu_measure.sh    # a rehearsal anywhere (scaled replica)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 exec > >(tee "$OUT/measure.log") 2>&1
 PY="${PYTHON:-python3}"
-MEASURE_S="${MEASURE_S:-540}"
+MEASURE_S="${MEASURE_S:-420}"
 CACHE="${CACHE_DIR:-/tmp/variants-cache}"  # built ONNX graphs, shared by the steps
 DEVICE="${DEVICE:-cuda:0}"
-QUICK_ARGS=()
-if [ -n "${QUICK:-}" ]; then QUICK_ARGS=(--quick); fi
+# Shares of MEASURE_S (seconds); the later steps' shares are held back while an earlier one runs.
+# The replica's report builds the dense BERT-large's ONNX graphs (a minute or more) before it times them.
+REPLICA_S="${REPLICA_S:-205}" EMBEDDED_S="${EMBEDDED_S:-55}" BENCH_S="${BENCH_S:-75}"
+APP_REPLICA_S="${APP_REPLICA_S:-45}" APP_EMBEDDED_S="${APP_EMBEDDED_S:-40}"
+REPORT_ARGS=(--runs 10 --throughput-runs 5) BENCH_ARGS=(--latency-passes 3 --skip-sweeps --profile-questions 0)
+if [ -n "${QUICK:-}" ]; then
+  REPORT_ARGS=(--quick) APP_EMBEDDED_S="${APP_EMBEDDED_S_QUICK:-90}"  # the app starts slowly on a small CPU
+  BENCH_ARGS=(--limit 24 --latency-samples 8 --latency-passes 1 --warmup 1 --skip-sweeps --profile-questions 0)
+fi
 START=$SECONDS
 left() { echo $((MEASURE_S - (SECONDS - START))); }
 step() { echo "== $(date -u +%T) +$((SECONDS - START)) s ($(left) s left): $*"; }
@@ -54,27 +65,34 @@ print(f"torch {torch.__version__} CUDA {torch.version.cuda} GPU {torch.cuda.is_a
       f"{transformers.__version__}, onnxruntime {ort.__version__} {ort.get_available_providers()}")'
 
 report() {  # report PRESET BUDGET
-  if [ "$2" -lt 60 ]; then echo "skipped: $2 s left for the $1 report"; return 0; fi
-  timeout --signal=INT --kill-after=20 $(($2 + 60)) "$PY" -m variants gpu-report --presets "$1" --device "$DEVICE" \
-    "${QUICK_ARGS[@]}" --budget-s "$2" --out "$OUT" --cache-dir "$CACHE" || echo "WARNING: the $1 report exited with $?"
+  if [ "$2" -lt 40 ]; then echo "skipped: $2 s left for the $1 report"; return 0; fi
+  timeout --signal=INT --kill-after=15 $(($2 + 30)) "$PY" -m variants gpu-report --presets "$1" --device "$DEVICE" \
+    "${REPORT_ARGS[@]}" --budget-s "$2" --out "$OUT" --cache-dir "$CACHE" || echo "WARNING: the $1 report exited with $?"
+}
+bench() {  # bench PRESET LIMIT
+  if [ "$2" -lt 40 ]; then echo "skipped: $2 s left for the $1 bench"; return 0; fi
+  timeout --signal=INT --kill-after=15 "$2" "$PY" -m variants bench --preset "$1" --device "$DEVICE" \
+    "${BENCH_ARGS[@]}" --out "$OUT" --cache-dir "$CACHE" || echo "WARNING: the $1 bench exited with $?"
 }
 app() {  # app PRESET QUESTIONS LIMIT
-  if [ "$3" -lt 45 ]; then echo "skipped: $3 s left for the $1 app"; return 0; fi
-  timeout --signal=INT --kill-after=20 "$3" "$PY" -m variants gpu-app --preset "$1" --device "$DEVICE" \
-    --questions "$2" --startup-timeout-s "$(($3 - 20))" --out "$OUT" --cache-dir "$CACHE" ||
+  if [ "$3" -lt 30 ]; then echo "skipped: $3 s left for the $1 app"; return 0; fi
+  timeout --signal=INT --kill-after=15 "$3" "$PY" -m variants gpu-app --preset "$1" --device "$DEVICE" \
+    --questions "$2" --startup-timeout-s "$(($3 - 15))" --out "$OUT" --cache-dir "$CACHE" ||
     echo "WARNING: the $1 app check exited with $?"
 }
 
 step "1. BERT-large replica report"
-report bert-large-replica "$(budget "${REPLICA_S:-320}" 170)"
-step "2. the app on $DEVICE, embedded preset"
-app embedded 8 "$(budget 90 80)"
-step "3. embedded report"
-report embedded "$(budget "${EMBEDDED_S:-80}" 0)"
+report bert-large-replica "$(budget "$REPLICA_S" $((EMBEDDED_S + BENCH_S + APP_REPLICA_S)))"
+step "2. embedded report"
+report embedded "$(budget "$EMBEDDED_S" $((BENCH_S + APP_REPLICA_S)))"
+step "3. embedded bench on $DEVICE"
+bench embedded "$(budget "$BENCH_S" "$APP_REPLICA_S")"
 step "4. the app on $DEVICE, replica"
 if [ -z "${QUICK:-}" ]; then  # a rehearsal skips it: the app has no scaled replica
-  app bert-large-replica 4 "$(budget 120 0)"
+  app bert-large-replica 4 "$(budget "$APP_REPLICA_S" 0)"
 fi
+step "5. the app on $DEVICE, embedded preset"
+app embedded 8 "$(budget "$APP_EMBEDDED_S" 0)"
 step "done"
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,memory.used --format=csv,noheader || true
 ls -l "$OUT"

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Getting onnxruntime-gpu (and the other wheels of scripts/gpu_bundle.txt) onto a lent GPU machine
-# that has no package index and takes at most 64 MiB of files per call. docs/gpu.md ("Getting
-# onnxruntime-gpu onto a lent machine") gives the whole procedure and the device calls; in short:
+# Getting onnxruntime-gpu (and the other wheels of scripts/gpu_bundle.txt) onto an offline GPU machine
+# that takes 64 MiB per transfer. docs/gpu.md ("Carrying the wheels to an offline GPU machine") gives the
+# whole procedure and the transfers; in short:
 #
 #   here (PyPI reachable):
 #     bash scripts/gpu_ort_wheel.sh pack      # download the wheels (hash-checked), split them into pieces
 #     bash scripts/gpu_ort_wheel.sh check     # join the pieces again, check every wheel's sha256
 #     bash scripts/gpu_ort_wheel.sh slim      # take assets/models out of the tree that travels
-#   there, one device call per piece, back to back (the machine keeps /tmp for 30 s after a call):
+#   there, one transfer per piece, back to back, to the same running machine (parts gather in /tmp):
 #     bash scripts/gpu_ort_wheel.sh stow      # move the carried piece to /tmp/gpu-bundle; the last one installs
-#   here, after the device calls:
+#   here, after the transfers:
 #     bash scripts/gpu_ort_wheel.sh restore   # put assets/models back (index and files)
 #
 # The pieces: one tar of the wheels (319 MB, onnxruntime-gpu's 255.6 MB of it), cut into parts of
 # PIECE bytes (57 MiB, under 60 MB) in .gpu-pieces/ (git-ignored); parts.sha256 beside them holds the
 # sha256 of each part and of the whole tar. The tree that travels without assets/models is about
-# 3 MiB, so a part and the tree fit in one call. Nothing here changes a commit: `slim` takes the
+# 3 MiB, so a part and the tree fit in one transfer. Nothing here changes a commit: `slim` takes the
 # models out of the index and moves the folder to .gpu-stash/ (git-ignored); `restore` undoes both
 # and fails loudly if anything differs from HEAD. Do not commit while slim.
 set -euo pipefail
@@ -29,7 +29,7 @@ PIECE="${PIECE:-57M}"
 REQS=scripts/gpu_bundle.txt
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 
-travelling_mib() {  # tracked and untracked-not-ignored files, as the device tool counts them
+travelling_mib() {  # tracked and untracked-not-ignored files: what travels with the tree
   git ls-files -z --cached --others --exclude-standard | (xargs -0 stat -c %s 2>/dev/null || true) |
     awk '{s += $1} END {printf "%.1f MiB", s / 1048576}'
 }
@@ -99,7 +99,7 @@ restore() {
   echo "restored; travelling: $(travelling_mib)"
 }
 
-stow() {  # there: keep what this call carried in $BUNDLE_DIR; install once every part is there
+stow() {  # there: keep what this transfer carried in $BUNDLE_DIR; install once every part is there
   mkdir -p "$BUNDLE_DIR"
   [ -f "$PIECES/parts.sha256" ] && cp "$PIECES/parts.sha256" "$BUNDLE_DIR/"
   for part in "$PIECES"/part-*; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command, about ten minutes, on a GPU machine with no package index: the GPU report
-# (variants/benchmarking/gpu_report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
+# (variants/benchmarking/gpu/report.py): the embedded preset and the BERT-large replica on CUDA, PyTorch
 # eager/AMP/CUDA graphs/torch.compile, ONNX Runtime CUDA (IOBinding, CUDA graphs) where onnxruntime-gpu
 # is installed, questions per second by batch, one question answered by every variant, served latency
 # over HTTP; records go to assets/results/gpu/ (or --out).
@@ -11,7 +11,7 @@
 # Wheels in .whl/ (made by scripts/gpu_wheels.sh where an index is reachable) are installed into
 # .gpu-site/ and put first on PYTHONPATH, so the pinned transformers 4.57 / fastapi stack runs even
 # where the machine has transformers 5 and no fastapi. They leave out optimum and onnxruntime-gpu, which
-# do not fit one call of a lent machine: scripts/gpu_measure.sh, after the parts of scripts/gpu_ort_wheel.sh,
+# do not fit one transfer to an offline GPU machine: scripts/gpu_measure.sh, after the parts of scripts/gpu_ort_wheel.sh,
 # runs the whole measurement (docs/gpu.md). Without them the report still runs to the end; variants that
 # need a missing package carry its error.
 set -euo pipefail

@@ -268,6 +268,15 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
     assert html.escape("the baseline's speed: slower") in slow_card
     no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
     assert "no answer" in card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
+    assert by_name[loaded.spec.name].execution == ""  # on the CPU there is no choice to name
+    # On CUDA the FP16 variant's result names how it ran: in words on the card, the shapes in the tooltip.
+    graphs = dataclasses.replace(
+        by_name[loaded.spec.name], device="cuda:0", provider="CUDAExecutionProvider", dtype="fp16",
+        execution="CUDA graphs (24: 64/128/256/384 tokens)",
+    )  # fmt: skip
+    card = card_html(loaded, graphs, CONTEXT, "done", by_name["baseline"])
+    assert ">GPU · ONNX Runtime (CUDA) · 16-bit floats · CUDA graphs<" in card
+    assert 'title="cuda:0 · CUDAExecutionProvider · FP16 · CUDA graphs (24: 64/128/256/384 tokens)"' in card
 
 
 def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:

@@ -22,8 +22,11 @@ import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from conftest import zero_out
-from variants.benchmarking import gpu_app, gpu_ort, gpu_torch
-from variants.benchmarking.gpu_timing import Budget, no_sync, throughput_rows, throughput_table
+from variants.answering import cuda_graphs, runtime
+from variants.benchmarking.gpu import app as gpu_app
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import torch_modes as gpu_torch
+from variants.benchmarking.gpu.timing import Budget, no_sync, throughput_rows, throughput_table
 from variants.building import prune
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +118,7 @@ def test_lengths_pad_to_the_next_bucket(length: int, bucket: int) -> None:
 
 @pytest.mark.parametrize("length", [0, 385])
 def test_a_length_no_bucket_holds_is_refused(length: int) -> None:
-    with pytest.raises(ValueError, match="no length bucket"):
+    with pytest.raises(ValueError, match="no bucket holds"):
         gpu_ort.bucket_for(length)
 
 
@@ -149,9 +152,24 @@ def test_the_throughput_table_has_a_row_per_mode_batch_and_length(graphs) -> Non
     ]
     table = throughput_table(entries)
     assert [(r["mode"], r["batch"], r["seq_len"]) for r in table] == [
-        ("m", 1, 8), ("m", 1, 16), ("m", 4, 8), ("m", 4, 16), ("other", 1, 8)
-    ]  # fmt: skip
+        ("m", 1, 8),
+        ("m", 4, 8),
+        ("m", 1, 16),
+        ("m", 4, 16),
+        ("other", 1, 8),
+    ]  # fmt: skip  (in the order measured: the report measures the user's chain first)
     assert [r["pruned_over_baseline"] for r in table] == [2.0, 2.0, 2.0, None, None]
+    # Two ONNX Runtime graphs of one precision (as exported, optimized) share a mode, not a row.
+    ort_rows = rows[:1]
+    graphs_of = [
+        {"model": m, "variant": f"{m}-{step}", "mode": "ort-cpu-fp32-iobinding", "throughput": ort_rows}
+        for step in ("onnx-opt", "onnx")
+        for m in ("pruned", "baseline")
+    ]
+    assert [(r["step"], r["pruned_over_baseline"]) for r in throughput_table(graphs_of)] == [
+        ("onnx-opt", 1.0),
+        ("onnx", 1.0),
+    ]
 
 
 def test_torch_factories_take_a_batch(tiny_qa_dir: Path) -> None:
@@ -190,14 +208,18 @@ def test_the_app_check_takes_the_cards_three_and_never_counts_a_cpu_answer_as_cu
         return {"variant": variant, "device": device, "provider": provider, "dtype": "fp16", "latency_ms": ms,
                 "error": error}  # fmt: skip
 
+    graphs = {**result("pruned-onnx-opt-fp16", "cuda:0", "CUDAExecutionProvider", 1.0), "execution": "CUDA graphs"}
     requests = [
         {"results": [result("baseline", "cuda:0", "PyTorch", 3.0), result("pruned-onnx-opt-fp16", "cpu", "CPU", 9.0)]},
+        {"results": [graphs]},
         {"results": [result("baseline", "cuda:0", "PyTorch", 5.0), result("pruned", "cuda:0", "PyTorch", 2.0, "boom")]},
         {"error": "TimeoutError: no answer"},
     ]
     summary = gpu_app.summarize_variants(requests, "cuda:0")
     assert summary["baseline"]["on_device"] and summary["baseline"]["engine_latency_ms"]["p50"] == 4.0
-    assert summary["pruned-onnx-opt-fp16"]["devices"] == ["cpu"] and not summary["pruned-onnx-opt-fp16"]["on_device"]
+    fp16 = summary["pruned-onnx-opt-fp16"]
+    assert fp16["devices"] == ["cpu", "cuda:0"] and not fp16["on_device"]  # one answer from the CPU is enough
+    assert fp16["executions"] == ["CUDA graphs"] and summary["baseline"]["executions"] == []
     assert summary["pruned"]["errors"] == ["boom"] and not summary["pruned"]["on_device"]
     assert summary["pruned"]["engine_latency_ms"] is None
 
@@ -235,3 +257,135 @@ def test_slim_takes_the_models_out_of_the_travelling_tree_and_restore_puts_them_
     (tmp_path / "assets/models/m/weights.bin").write_bytes(b"changed")
     refused = script("slim")
     assert refused.returncode != 0 and "has changes" in refused.stderr
+
+
+# --- the sessions every mode opens, and the engine's CUDA graphs ----------------------------------------------
+
+CPU_EP, CUDA_EP, FALLBACK_OFF = runtime.CPU, runtime.CUDA, runtime.FALLBACK_OFF
+# Every way a session is opened: the engine (CPU; CUDA; its FP16 variant's CUDA graphs) and the GPU report
+# (the profiled count, fallback allowed; the strict timing session; its CUDA-graph sessions).
+MODES = {
+    "engine on the CPU": (("cpu", False, False), [(CPU_EP, {})], {}),
+    "engine on CUDA": (("cuda:0", False, False), [(CUDA_EP, {"device_id": "0"}), (CPU_EP, {})], {}),
+    "engine FP16 CUDA graphs": (
+        ("cuda:1", False, True),
+        [(CUDA_EP, {"device_id": "1", "enable_cuda_graph": "1"})],
+        {FALLBACK_OFF: "1"},
+    ),
+    "report strict": (("cuda", True, False), [(CUDA_EP, {"device_id": "0"})], {FALLBACK_OFF: "1"}),
+    "report CUDA graphs": (
+        ("cuda:0", True, True),
+        [(CUDA_EP, {"device_id": "0", "enable_cuda_graph": "1"})],
+        {FALLBACK_OFF: "1"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_mode_asks_onnx_runtime_for_exactly_these_providers_and_options(mode: str) -> None:
+    (device, strict, cuda_graph), providers, config_entries = MODES[mode]
+    plan = runtime.session_plan(device, strict=strict, cuda_graph=cuda_graph)
+    assert plan.ort_providers() == providers
+    assert dict(plan.config) == config_entries
+    # ORT refuses the CPU provider listed while its fallback is off: no mode may ask for both.
+    assert not (FALLBACK_OFF in plan.config and any(name == CPU_EP for name, _ in plan.providers))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_no_mode_is_the_combination_onnx_runtime_refuses(graphs, mode: str) -> None:
+    """Each mode's session opened for real on this build: on a CPU build the CUDA-only ones fail, but for
+    the missing CUDA kernels, never for a conflicting configuration (what every ORT-optimized row of the
+    first H200 report failed with)."""
+    (device, strict, cuda_graph), _, _ = MODES[mode]
+    try:
+        session = runtime.open_session(graphs["fp16"], device, strict=strict, cuda_graph=cuda_graph)
+    except Exception as exc:
+        assert "Conflicting session configuration" not in str(exc)
+        assert not HAS_CUDA_PROVIDER and (strict or cuda_graph), exc  # CPU build, no CPU fallback allowed
+        assert "fallback to CPU EP has been explicitly disabled" in str(exc)
+    else:
+        assert session.get_providers()[0] in (CPU_EP, CUDA_EP)
+
+
+def test_the_refused_combination_is_refused_here_too(graphs) -> None:
+    """The check above can fail: the first report's session (both providers, fallback off) is refused."""
+    options, _ = runtime.session_options()
+    options.add_session_config_entry(FALLBACK_OFF, "1")
+    with pytest.raises(Exception, match="Conflicting session configuration"):
+        ort.InferenceSession(str(graphs["fp16"]), options, providers=[(CUDA_EP, {"device_id": "0"}), CPU_EP])
+
+
+def test_strict_sessions_and_cuda_graphs_need_a_cuda_device() -> None:
+    for flags in ({"strict": True}, {"cuda_graph": True}):
+        with pytest.raises(ValueError, match="need a CUDA device"):
+            runtime.session_plan("cpu", **flags)
+
+
+def test_windows_pad_into_a_bucket_of_rows_and_tokens_and_no_row_is_wholly_masked() -> None:
+    feed = gpu_ort.random_feed(["input_ids", "attention_mask", "token_type_ids"], 3, 20, vocab=100)
+    padded = cuda_graphs.pad_feed(feed, 4, 32)
+    assert {v.shape for v in padded.values()} == {(4, 32)}
+    np.testing.assert_array_equal(padded["input_ids"][:3, :20], feed["input_ids"])
+    assert not padded["attention_mask"][:3, 20:].any() and not padded["input_ids"][3].any()
+    assert padded["attention_mask"][3].tolist() == [1] + [0] * 31
+    with pytest.raises(ValueError, match="do not fit"):
+        cuda_graphs.pad_feed(feed, 2, 32)
+    assert cuda_graphs.bucket_for(3, cuda_graphs.BATCH_BUCKETS) == 4
+    assert cuda_graphs.bucket_for(17, cuda_graphs.BATCH_BUCKETS) == 32
+
+
+def test_the_graph_runner_gives_a_plain_runs_logits_for_every_shape_on_cpu_buffers(graphs) -> None:
+    """The engine's CUDA-graph path on the CPU provider: every bucket bound and run at capture, each call
+    padded into its bucket and cut back, a call larger than every bucket run without a graph."""
+    session = runtime.open_session(graphs["fp16"], "cpu")
+    runner = cuda_graphs.GraphRunner(session, "cpu", 0, lengths=(16, 32), batches=(1, 2, 4)).capture()
+    assert sorted(runner.shapes) == [(b, n) for b in (1, 2, 4) for n in (16, 32)]
+    names = [i.name for i in session.get_inputs()]
+    for rows, length in [(1, 5), (3, 16), (4, 32), (2, 17), (5, 8), (1, 40)]:
+        feed = gpu_ort.random_feed(names, rows, length, vocab=100, seed=rows * 100 + length)
+        start, end = runner.run(feed)
+        plain_start, plain_end = session.run(None, feed)
+        assert start.shape == (rows, length)
+        np.testing.assert_allclose(start, plain_start, atol=2e-2)
+        np.testing.assert_allclose(end, plain_end, atol=2e-2)
+    assert runner.unbucketed == 2  # 5 windows, then 40 tokens: past the largest buckets
+    assert cuda_graphs.execution_name(True, runner, False) == "CUDA graphs (6: 16/32 tokens)"
+    assert cuda_graphs.execution_name(True, None, True) == "IOBinding (CUDA graphs not captured)"
+    assert cuda_graphs.execution_name(False, None, True) == ""
+
+
+def test_the_fp16_variant_asked_for_cuda_on_a_cpu_build_names_both_fallbacks_and_answers(graphs, monkeypatch) -> None:
+    if HAS_CUDA_PROVIDER:
+        pytest.skip("checks a CPU build's fallbacks")
+    model = runtime.OrtQAModel(graphs["fp16"], "cuda:0")
+    assert model.dtype == "fp16" and model.device == "cpu" and model.graphs is None
+    assert any(n.startswith("CUDA graphs not captured") for n in model.notes)
+    assert any("fell back to the CPU" in n for n in model.notes)
+    feed = gpu_ort.random_feed(list(model.input_names), 2, 12, vocab=100)
+    start, end = model.run(feed)
+    assert start.shape == end.shape == (2, 12) and start.dtype == np.float32
+    monkeypatch.setenv("VARIANTS_CUDA_GRAPHS", "0")  # graphs off: no capture tried, no note about it
+    assert not any("CUDA graphs" in n for n in runtime.OrtQAModel(graphs["fp16"], "cuda:0").notes)
+
+
+def test_plain_iobinding_with_ortvalues_matches_a_plain_run(graphs) -> None:
+    session = runtime.open_session(graphs["opt"], "cpu")
+    feed = gpu_ort.random_feed([i.name for i in session.get_inputs()], 2, 10, vocab=100)
+    start, end = cuda_graphs.bound_run(session, feed, "cpu")
+    plain = session.run(None, feed)
+    np.testing.assert_allclose(start, plain[0], atol=1e-6)
+    np.testing.assert_allclose(end, plain[1], atol=1e-6)
+
+
+def test_records_name_the_version_of_the_module_that_runs_not_other_metadata(monkeypatch) -> None:
+    """On the first H200 machine the CPU build's metadata said onnxruntime 1.30.0 while onnxruntime-gpu
+    1.31.1, first on the path, answered: the imported module decides."""
+    import sys  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    from variants.core import versions  # noqa: PLC0415
+
+    assert versions.record_versions()["onnxruntime"] == ort.__version__
+    monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9"))
+    assert versions.artifact_versions()["onnxruntime"] == "9.9.9"
+    assert versions.module_version("no_such_module_here") is None

@@ -17,12 +17,15 @@ import gradio as gr
 import pytest
 
 from ui.benchmark import benchmark_tab
-from ui.gpu_view import NO_RECORD, gpu_outputs, gpu_section
-from variants.benchmarking import chainbench, gpu_ort, gpu_report
-from variants.benchmarking.gpu_timing import Budget, no_sync, sweep, throughput_rows, throughput_table
+from ui.gpu_view import NO_RECORD, bench_outputs, gpu_outputs, gpu_section, newest_gpu_bench
+from variants.benchmarking import chainbench
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import report as gpu_report
+from variants.benchmarking.gpu.timing import Budget, no_sync, sweep, throughput_rows, throughput_table
 from variants.records import gpu
 from variants.records.results import GPU_DIR
 
+ROOT = Path(__file__).resolve().parent.parent
 H200 = GPU_DIR / "gpu-report-cuda-nvidia-h200-20261126T162449Z.json"
 LENGTHS = (32, 128, 384)
 BATCHES, THROUGHPUT_LENGTHS = (1, 8, 32), (128, 384)
@@ -395,3 +398,35 @@ def test_a_malformed_gpu_record_leaves_the_page_standing(tmp_path: Path) -> None
     with gr.Blocks():
         shown = gpu_section(tmp_path)
     assert "could not be read" in shown.header and shown.latency is None
+
+
+def test_a_bench_record_measured_on_a_gpu_is_picked_on_a_gpu_and_shown_in_the_gpu_section(tmp_path: Path) -> None:
+    """The embedded bench on cuda:0 (the measuring call writes it) beside the CPU record: the tab's main view
+    picks it when the app runs on a GPU, the CPU record otherwise, and the GPU section always shows it. The
+    record here is the shipped CPU record relabelled as the bench labels a run on cuda:0."""
+    from variants.records import results  # noqa: PLC0415
+
+    shipped = ROOT / "assets/results/embedded-cpu-intel-xeon-20261128T122209Z.json"
+    shutil.copy(shipped, tmp_path / shipped.name)
+    on_gpu = json.loads(shipped.read_text())
+    on_gpu.update(device="cuda:0", created="2026-11-29T10:00:00Z")
+    on_gpu["hardware"].update(gpu="NVIDIA H200", gpu_count=1, gpu_slug="nvidia-h200")
+    for entry in on_gpu["variants"]:
+        entry["device"] = "cuda:0" if entry["backend"] == "torch" or entry["dtype"] != "int8" else "cpu"
+    (tmp_path / "embedded-cuda-nvidia-h200-20261129T100000Z.json").write_text(json.dumps(on_gpu))
+    records = results.load_records(tmp_path)
+    gpu_bench = newest_gpu_bench(records, "embedded")
+    assert gpu_bench is not None and gpu_bench.device == "cuda:0" and newest_gpu_bench(records, "bert-large") is None
+    assert results.pick_record(records, device="cuda:0").device == "cuda:0"
+    assert results.pick_record(records, device="cpu").device == "cpu"
+    note, table = bench_outputs(gpu_bench)
+    assert "501 questions" in note and "cuda:0" in note and "NVIDIA H200" in note
+    ok = [e for e in on_gpu["variants"] if not e["error"]]
+    assert len(table) == len(ok) + 1 + len(on_gpu["peers"])  # the variants, the pipeline, the other peers
+    assert table["runs on"][0] == "GPU · PyTorch · 32-bit floats"  # plain words, as the cards write them
+    assert list(table["F1"][: len(ok)]) == pytest.approx([e["accuracy"]["pipeline"]["f1"] for e in ok], abs=0.006)
+    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)
+    with gr.Blocks() as demo:
+        benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", run_quick=lambda *a, **k: None)
+    ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
+    assert {"bench-gpu", "bench-gpu-bench-note", "bench-gpu-bench"} <= set(ids)

@@ -34,8 +34,11 @@ def test_gpu_report_runs_to_the_end_on_the_cpu(tmp_path: Path, artifacts_dir: Pa
         assert all(a["latency_only"] == (preset["preset"] == "bert-large-replica") for a in answers)
         torch_rows = [r for e in preset["torch"] for r in e["sweep"]]
         assert torch_rows and all(r["p50_ms"] > 0 and r["n"] == 2 for r in torch_rows)
+        # The user's chain first: the last step, then back to the export, each pruned graph beside the baseline's
+        assert [e["variant"] for e in preset["onnxruntime"]] == [
+            f"{model}-{step}" for step in ("onnx-opt-int8", "onnx-opt", "onnx") for model in ("pruned", "baseline")
+        ]
         entries = {e["variant"]: e for e in preset["onnxruntime"]}
-        assert set(entries) == {"pruned-onnx", "pruned-onnx-opt", "pruned-onnx-opt-int8", "baseline-onnx-opt-int8"}
         for entry in entries.values():  # IOBinding on CPU OrtValues, nodes counted from a profiled run
             assert "error" not in entry, entry.get("error")
             assert entry["mode"] == f"ort-cpu-{'int8' if 'int8' in entry['variant'] else 'fp32'}-iobinding"
@@ -44,14 +47,18 @@ def test_gpu_report_runs_to_the_end_on_the_cpu(tmp_path: Path, artifacts_dir: Pa
             assert entry["sweep"][0]["p50_ms"] > 0
         # Where pruning pays: both models in each mode that has throughput rows, batches 1 and 2 at 32 tokens
         table = preset["where_pruning_pays"]
-        assert {(r["mode"], r["batch"], r["seq_len"]) for r in table} == {
-            (mode, batch, 32) for mode in ("torch-fp32", "ort-cpu-int8-iobinding") for batch in (1, 2)
-        }
+        modes = [("ort-cpu-int8-iobinding", "onnx-opt-int8"), ("ort-cpu-fp32-iobinding", "onnx-opt")]
+        modes += [("ort-cpu-fp32-iobinding", "onnx"), ("torch-fp32", "")]
+        assert [(r["mode"], r["step"], r["batch"], r["seq_len"]) for r in table] == [
+            (mode, step, batch, 32) for mode, step in modes for batch in (1, 2)
+        ]
         assert all(r["baseline_qps"] > 0 and r["pruned_qps"] > 0 and r["pruned_over_baseline"] > 0 for r in table)
         served = preset["served"]
         assert "error" not in served, served.get("error")
-        assert served["rows"][0]["n"] == 5 and served["rows"][0]["client_p50_ms"] > 0
-        assert served["variant"] == served["chosen_as_fastest"]["variant"] != "baseline-onnx-opt-int8"
+        row = served["rows"][0]
+        assert row["n"] == 5 and row["client_p50_ms"] > 0 and row["model_run_p50_ms"] > 0
+        assert row["hop_p50_ms"] > 0 and 0 < row["engine_share"] <= 1
+        assert served["variant"] == "pruned-onnx-opt-int8"  # the chain's last step, as the route serves it
 
 
 def test_replica_bench_writes_the_chain_beside_its_operation_counts(

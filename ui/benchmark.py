@@ -19,7 +19,7 @@ from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_co
 from variants.serving.engine import Engine
 
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
-from .gpu_view import gpu_section
+from .gpu_view import gpu_section, newest_gpu_bench
 from .headline import headline_html
 from .record_choice import (
     choices_for,
@@ -518,4 +518,6 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         api_visibility="private",
         **group,
     )
-    gpu_section(Path(results_dir) / "gpu" if results_dir else None)  # the newest GPU record, read once: no events
+    # the newest GPU record, and the preset's bench on a GPU (the main view above shows it when the app runs
+    # on one), read once: no events
+    gpu_section(Path(results_dir) / "gpu" if results_dir else None, newest_gpu_bench(stored, engine.preset))

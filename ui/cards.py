@@ -115,8 +115,9 @@ def card_html(
     device = result.device if result and result.device else info.get("device", "")
     provider = result.provider if result and result.provider else info.get("provider", "")
     dtype = result.dtype if result and result.dtype else info.get("dtype", "")
-    runtime = runtime_line(device, provider, dtype)
-    plain = plain_runtime(device, provider, dtype)
+    execution = result.execution if result and result.execution else info.get("execution", "")
+    runtime = runtime_line(device, provider, dtype) + (f" · {execution}" if execution else "")
+    plain = plain_runtime(device, provider, dtype) + (f" · {execution.split(' (')[0]}" if execution else "")
     foot = f'<div class="qa-runtime" title="{esc(runtime)}">{esc(plain)}</div>' if runtime else ""
     notes = "".join(f'<div class="qa-note">{esc(n)}</div>' for n in info.get("notes", []))
     return (

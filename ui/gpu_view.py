@@ -8,8 +8,12 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
+from variants.core.hardware import device_kind, hardware_label
 from variants.records import gpu
+from variants.records.record import Record
+from variants.records.results import records_to_frame
 
+from .cards import plain_runtime
 from .charts import gpu_latency_figure, gpu_throughput_figure
 from .styles import fixed_widths, html_block, table_look
 from .text import count, esc
@@ -46,11 +50,53 @@ SERVED_HEADERS = {
     "client_p90_ms": "p90 ms",
     "client_p99_ms": "p99 ms",
     "client_max_ms": "slowest ms",
-    "engine_p50_ms": "model's median ms",
+    "engine_p50_ms": "engine's median ms",
+    "hop_p50_ms": "HTTP hop, median ms",
+    "model_run_p50_ms": "model run alone, median ms",
     "n": "requests",
     "provider": "runtime",
     "dtype": "precision",
+    "execution": "how it ran",
 }
+
+
+BENCH_HEADERS = {  # records_to_frame column -> table header, for the bench record measured on a GPU
+    "short_label": "Variant",
+    "has_ans_f1": "answerable F1",
+    "f1": "F1",
+    "p50_ms": "median ms",
+    "speedup_vs_peer": "× pipeline",
+    "runs_on": "runs on",
+}
+
+
+def newest_gpu_bench(records: list[Record], preset: str | None = None) -> Record | None:
+    """The newest bench record (``python -m variants bench``) measured on CUDA, of ``preset`` if given."""
+    found = [r for r in records if device_kind(r.device) == "cuda" and (preset is None or r.preset == preset)]
+    return max(found, key=lambda r: r.created or "", default=None)
+
+
+def bench_outputs(record: Record | None) -> tuple[str, Any]:
+    """F1 against latency on the GPU from a bench record: a sentence saying what was measured, and a table
+    of each variant's accuracy and median latency (None: no such record)."""
+    if record is None:
+        return "", None
+    frame = records_to_frame(record, view="pipeline")
+    frame = frame[frame["error"].isna()].copy()
+    frame["runs_on"] = [plain_runtime(str(d or ""), str(p or ""), str(t or "")) for d, p, t in
+                        zip(frame["device"], frame["provider"], frame["dtype"], strict=True)]  # fmt: skip
+    table = frame[list(BENCH_HEADERS)].copy()
+    for column in ("has_ans_f1", "f1", "speedup_vs_peer"):
+        table[column] = table[column].astype(float).round(2)
+    table["p50_ms"] = table["p50_ms"].astype(float).round(3)
+    machine = hardware_label(record.hardware or {}, record.device)
+    note = (
+        f"F1 against latency on the GPU: the bench on {count(record.n_questions)} questions of "
+        f"<code>{esc(record.preset)}</code>, {esc(record.device)}, {esc(machine)}, "
+        f"{esc(when(record.created))}; F1 at threshold 0, the median of one question at batch 1 end to end, "
+        "× pipeline against transformers' pipeline on the same GPU in the same run."
+    )
+    return note, table.rename(columns=BENCH_HEADERS).reset_index(drop=True)
 
 
 class GpuShown(NamedTuple):
@@ -82,7 +128,7 @@ def note_sentence(facts: dict[str, Any]) -> str:
         )
     if facts["trained_weights"]:
         which = ", ".join(map(str, facts["trained_weights"]))
-        return f"The {which} models as trained; speed only: a GPU report measures no accuracy (the CPU bench does)."
+        return f"The {which} models as trained; speed only: a GPU report measures no accuracy (the bench does)."
     if "random weights" in facts["note"].lower():  # no preset says: the note stands
         return "Random weights: models of the published shape, timed for speed only; no accuracy is measured."
     return "Speed only: a GPU report measures no accuracy."
@@ -211,8 +257,10 @@ def served_sentence(record: dict[str, Any]) -> str:
                 f"Served latency: <code>{esc(served.get('route', 'POST /v1/answer'))}</code> answered by "
                 f"{esc(gpu.variant_label(served.get('variant')))}"
                 + (" (the fastest at 32 tokens)" if chosen else "")
+                + (" (the chain's last step, which the route serves by default)" if served.get("why") else "")
                 + (f", {esc(how)}" if how else "")
-                + ": milliseconds per request as the client saw them, and the model's own share."
+                + ": milliseconds per request as the client saw them, the engine's share (tokenize, run, decode), "
+                "what the HTTP hop adds, and the model's run alone."
             )
     return ""
 
@@ -249,9 +297,10 @@ def gpu_table(table) -> dict[str, Any]:
     return table_look(fixed_widths(list(table.columns), first="84px", default="68px", wider=WIDE_COLUMNS))
 
 
-def gpu_section(folder: Path | None = None) -> GpuShown:
+def gpu_section(folder: Path | None = None, bench: Record | None = None) -> GpuShown:
     """A closed accordion at the foot of the Benchmark tab with the newest GPU record in ``folder`` (default
-    ``assets/results/gpu``). Built once with the page: no events, no model."""
+    ``assets/results/gpu``), and ``bench``, a bench record measured on a GPU, as a table of F1 against
+    latency. Built once with the page: no events, no model."""
     record = gpu.newest_gpu_record(folder)
     try:
         shown = gpu_outputs(record)
@@ -268,8 +317,17 @@ def gpu_section(folder: Path | None = None) -> GpuShown:
             if facts["on_cuda"]
             else " (a CPU rehearsal only)"
         )
+    try:
+        bench_note, bench_table = bench_outputs(bench)
+    except Exception:  # as above: the page stands
+        log.warning("the GPU bench record could not be shown", exc_info=True)
+        bench_note, bench_table = "", None
     with gr.Accordion(label, open=False, elem_id="bench-gpu"):
         html_block(shown.header, elem_id="bench-gpu-header")
+        if bench_table is not None:
+            html_block(f'<div class="qa-record">{bench_note}</div>', elem_id="bench-gpu-bench-note")
+            gr.Dataframe(bench_table, label="F1 against latency on the GPU", interactive=False, wrap=True,
+                         elem_id="bench-gpu-bench")  # fmt: skip
         if shown.latency is not None:
             gr.Plot(shown.latency, show_label=False, elem_id="bench-gpu-latency")
             gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", max_height=360,

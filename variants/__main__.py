@@ -29,8 +29,8 @@ COMMANDS = {
         "Ray Serve at 1 and 2 replicas against the in-process app",
     ),
     "replica-bench": ("variants.benchmarking.replica_bench", "main", "the BERT-large replica's chain on this CPU"),
-    "gpu-report": ("variants.benchmarking.gpu_report", "main", "every backend and mode on a GPU (or --device cpu)"),
-    "gpu-app": ("variants.benchmarking.gpu_app", "main", "the app with the card's three variants, asked on a GPU"),
+    "gpu-report": ("variants.benchmarking.gpu.report", "main", "every backend and mode on a GPU (or --device cpu)"),
+    "gpu-app": ("variants.benchmarking.gpu.app", "main", "the app with the card's three variants, asked on a GPU"),
 }
 
 

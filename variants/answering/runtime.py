@@ -15,12 +15,14 @@ import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from variants.answering.cuda_graphs import GraphRunner, bound_run, execution_name
 from variants.core import config
 
 log = logging.getLogger("variants.answering.runtime")
@@ -56,6 +58,7 @@ class QAModel(ABC):
     size_bytes: int = 0  # weights as run
     num_parameters: int = 0
     notes: tuple[str, ...] = ()  # e.g. a provider fallback
+    execution: str = ""  # how a call runs where there is a choice: "CUDA graphs", "IOBinding", ...
     build: Mapping[str, Any] = MappingProxyType({})  # how its graph was built, e.g. the INT8 step's choices
     # Whether a pair's logits are the same whichever other windows share its batch. Not so for dynamic INT8
     # quantization: its activation scales are taken over the whole batch tensor.
@@ -82,6 +85,7 @@ class QAModel(ABC):
             "size_mb": round(self.size_bytes / 1e6, 1),
             "parameters": self.num_parameters,
             "notes": list(self.notes),
+            "execution": self.execution,
             "build": dict(self.build),
             "pass_tokens": self.pass_tokens,
         }
@@ -213,39 +217,108 @@ def build_facts(folder: Path) -> dict[str, Any]:
         return {}
 
 
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+FALLBACK_OFF = "session.disable_cpu_ep_fallback"  # ORT's session config key: no node may run on the CPU
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """The execution providers (each with its options) and the session config entries one session gets,
+    beyond :func:`session_options`: the one place a mode's choice is made, so tests check every mode's."""
+
+    providers: tuple[tuple[str, Mapping[str, str]], ...]
+    config: Mapping[str, str]
+
+    def ort_providers(self) -> list[tuple[str, dict[str, str]]]:
+        return [(name, dict(options)) for name, options in self.providers]
+
+
+def session_plan(device: str, *, strict: bool = False, cuda_graph: bool = False) -> SessionPlan:
+    """What a session on ``device`` asks ONNX Runtime for.
+
+    * ``cpu``: the CPU provider.
+    * ``cuda[:N]``: the CUDA provider on GPU N, the CPU provider after it for the nodes CUDA has no kernel
+      for (shape arithmetic, say): ORT falls back, the session still runs.
+    * ``strict`` (CUDA only): no node may run on the CPU. ORT refuses a session that lists the CPU provider
+      *and* turns its fallback off ("Conflicting session configuration"), so the CUDA provider comes alone.
+    * ``cuda_graph`` (CUDA only): ORT's CUDA graphs, which need every node on CUDA: strict, too.
+    """
+    if not device.startswith("cuda"):
+        if strict or cuda_graph:
+            raise ValueError(f"strict sessions and CUDA graphs need a CUDA device, not {device!r}")
+        return SessionPlan(((CPU, MappingProxyType({})),), MappingProxyType({}))
+    options = {"device_id": device.split(":")[1] if ":" in device else "0"}
+    if cuda_graph:
+        options["enable_cuda_graph"] = "1"
+    if strict or cuda_graph:
+        return SessionPlan(((CUDA, MappingProxyType(options)),), MappingProxyType({FALLBACK_OFF: "1"}))
+    return SessionPlan(((CUDA, MappingProxyType(options)), (CPU, MappingProxyType({}))), MappingProxyType({}))
+
+
+def open_session(
+    path: Path,
+    device: str = "cpu",
+    *,
+    threads: int = 0,
+    strict: bool = False,
+    cuda_graph: bool = False,
+    profile_prefix: str | None = None,
+):
+    """An ONNX Runtime session of ``path`` on ``device`` with the engine's options and
+    :func:`session_plan`'s providers; read ``get_providers()`` afterwards for what it really got."""
+    import onnxruntime as ort  # noqa: PLC0415
+
+    plan = session_plan(device, strict=strict, cuda_graph=cuda_graph)
+    options, disabled = session_options(threads, device.startswith("cuda"), profile_prefix)
+    for key, value in plan.config.items():
+        options.add_session_config_entry(key, value)
+    return ort.InferenceSession(
+        str(path), sess_options=options, providers=plan.ort_providers(), disabled_optimizers=disabled
+    )
+
+
 class OrtQAModel(QAModel):
-    """An ONNX graph in an ONNX Runtime session (CUDA with IOBinding, or CPU)."""
+    """An ONNX graph in an ONNX Runtime session: on the CPU; on CUDA through IOBinding with its inputs and
+    outputs as OrtValues on the GPU; the FP16 graph on CUDA replaying captured CUDA graphs, one per length
+    and batch bucket (:mod:`variants.answering.cuda_graphs`), with plain IOBinding as the named fallback
+    where they cannot be captured. ``execution`` says which runs."""
 
     backend = "onnxruntime"
 
     def __init__(
         self, path: str | Path, device: str = "cpu", threads: int = 0, profile_prefix: str | None = None
     ) -> None:
-        import onnxruntime as ort  # noqa: PLC0415
-
         path = Path(path)
         model_file = path / "model.onnx" if path.is_dir() else path
         wants_cuda = device.startswith("cuda")
-        providers = ["CPUExecutionProvider"]
         self.cuda_index = int(device.split(":")[1]) if wants_cuda and ":" in device else 0
-        if wants_cuda:
-            index = self.cuda_index
-            providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
-        options, disabled = session_options(threads, wants_cuda, profile_prefix)
-        self.session = ort.InferenceSession(
-            str(model_file), sess_options=options, providers=providers, disabled_optimizers=disabled
-        )
+        self.num_parameters, self.dtype = _onnx_parameters(model_file)
+        self.graphs: GraphRunner | None = None
+        notes: list[str] = []
+        if wants_cuda and self.dtype == "fp16" and config.cuda_graphs() and not profile_prefix:
+            try:
+                self.session = open_session(model_file, device, threads=threads, cuda_graph=True)
+                self.graphs = GraphRunner(self.session, "cuda", self.cuda_index).capture()
+            except Exception as exc:  # a node without a CUDA kernel, capture refused: plain IOBinding, named
+                self.graphs = None
+                note = f"CUDA graphs not captured ({type(exc).__name__}: {str(exc)[:200]}); plain IOBinding runs"
+                log.warning(note)
+                notes.append(note)
+        if self.graphs is None:
+            self.session = open_session(model_file, device, threads=threads, profile_prefix=profile_prefix)
         active = self.session.get_providers()
         self.provider = active[0]
-        self.uses_cuda = self.provider == "CUDAExecutionProvider"
+        self.uses_cuda = self.provider == CUDA
         self.device = device if self.uses_cuda else "cpu"
         if wants_cuda and not self.uses_cuda:
             note = f"asked for {device}, but ONNX Runtime fell back to the CPU (CUDA provider unavailable)"
             log.warning(note)
-            self.notes = (note,)
+            notes.append(note)
+        self.notes = tuple(notes)
+        self.execution = execution_name(self.uses_cuda, self.graphs, bool(notes) and wants_cuda)
         self.input_names = tuple(i.name for i in self.session.get_inputs())
         self.output_names = tuple(o.name for o in self.session.get_outputs())
-        self.num_parameters, self.dtype = _onnx_parameters(model_file)
         self.build = build_facts(model_file.parent)
         self.batch_invariant = self.dtype != "int8"
         self.pass_tokens = None if self.uses_cuda else config.cpu_pass_tokens(CPU_PASS_TOKENS)
@@ -255,16 +328,12 @@ class OrtQAModel(QAModel):
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         feed = {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in inputs.items() if k in self.input_names}
-        if not self.uses_cuda:
+        if self.graphs is not None:
+            start, end = self.graphs.run(feed)
+        elif self.uses_cuda:
+            start, end = bound_run(self.session, feed, "cuda", self.cuda_index)
+        else:
             start, end = self.session.run(["start_logits", "end_logits"], feed)
-            return start.astype(np.float32), end.astype(np.float32)
-        binding = self.session.io_binding()
-        for name, value in feed.items():
-            binding.bind_cpu_input(name, value)
-        for name in ("start_logits", "end_logits"):
-            binding.bind_output(name, "cuda", self.cuda_index)  # on the session's GPU
-        self.session.run_with_iobinding(binding)  # synchronous: outputs are ready on return
-        start, end = binding.copy_outputs_to_cpu()
         return start.astype(np.float32), end.astype(np.float32)
 
 

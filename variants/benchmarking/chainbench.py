@@ -3,7 +3,7 @@
 Pruning promises a speedup equal to the ratio of operations (matrix-product FLOP of the dense model
 over the variant's, computed from the structure); each step of the chain (compaction, ONNX, ORT
 fusions, INT8/FP16) shows how much of it the runtime turns into time. Used by
-``variants/benchmarking/replica_bench.py`` (the CPU record) and :mod:`variants.benchmarking.gpu_report`.
+``variants/benchmarking/replica_bench.py`` (the CPU record) and :mod:`variants.benchmarking.gpu.report`.
 """
 
 from __future__ import annotations

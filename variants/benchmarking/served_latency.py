@@ -79,7 +79,7 @@ def measure(engine: Any, variant: str, lengths: tuple[int, ...], requests: int, 
             for length in lengths:
                 context = context_of_length(tokenizer, QUESTION, length)
                 body = json.dumps({"question": QUESTION, "context": context, "variant": variant}).encode()
-                client_ms, engine_ms, reply = [], [], {}
+                client_ms, engine_ms, hop_ms, reply = [], [], [], {}
                 for i in range(warmup + requests):
                     started = time.perf_counter()
                     conn.request("POST", f"{PREFIX}/answer", body, {"Content-Type": "application/json"})
@@ -92,7 +92,8 @@ def measure(engine: Any, variant: str, lengths: tuple[int, ...], requests: int, 
                     if i >= warmup:
                         client_ms.append(elapsed)
                         engine_ms.append(reply["latency_ms"])
-                client, inner = summarize(client_ms), summarize(engine_ms)
+                        hop_ms.append(elapsed - reply["latency_ms"])
+                client, inner, hop = summarize(client_ms), summarize(engine_ms), summarize(hop_ms)
                 rows.append(
                     {
                         "seq_len": length,
@@ -101,10 +102,14 @@ def measure(engine: Any, variant: str, lengths: tuple[int, ...], requests: int, 
                         "client_p99_ms": client["p99"],
                         "client_max_ms": client["max"],
                         "engine_p50_ms": inner["p50"],
+                        # what HTTP, FastAPI and JSON add: per request, the client's time less the engine's
+                        "hop_p50_ms": hop["p50"],
+                        "engine_share": round(inner["p50"] / client["p50"], 3) if client["p50"] else None,
                         "n": client["n"],
                         "device": reply.get("device"),
                         "provider": reply.get("provider"),
                         "dtype": reply.get("dtype"),
+                        "execution": reply.get("execution", ""),
                     }
                 )
         finally:

@@ -29,6 +29,7 @@ RESULTS_ENV = "VARIANTS_RESULTS"
 ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
 MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
+CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -51,6 +52,7 @@ ENVIRONMENT: dict[str, str] = {
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
+    CUDA_GRAPHS_ENV: "0: the FP16 ONNX variant on CUDA runs through plain IOBinding, no CUDA graphs",
 }
 
 
@@ -132,6 +134,13 @@ def ort_spin() -> str:
     """
     flag = env_flag(ORT_SPIN_ENV)
     return "run" if flag is None and env_text(ORT_SPIN_ENV) is None else ("always" if flag else "never")
+
+
+def cuda_graphs(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the FP16 ONNX variant on CUDA replays captured CUDA graphs (``VARIANTS_CUDA_GRAPHS``, on
+    unless 0): one per length and batch bucket, captured at load; 0 runs it through plain IOBinding."""
+    flag = env_flag(CUDA_GRAPHS_ENV, environ)
+    return True if flag is None else flag
 
 
 def cpu_pass_tokens(default: int) -> int | None:

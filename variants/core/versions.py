@@ -20,15 +20,28 @@ def dist_version(*dists: str) -> str | None:
     return None
 
 
+def module_version(module: str, *dists: str) -> str | None:
+    """The version of the module this process imports (``module.__version__``), else the installed
+    distribution's. The import decides: where two builds are installed (a machine's CPU onnxruntime and an
+    onnxruntime-gpu put first on the path), package metadata can name the one that does not run."""
+    import importlib  # noqa: PLC0415
+
+    try:
+        version = getattr(importlib.import_module(module), "__version__", None)
+    except Exception:  # not installed, or broken: the metadata may still say what is there
+        version = None
+    return str(version) if version else dist_version(*(dists or (module,)))
+
+
 def artifact_versions() -> dict[str, str | None]:
     """Versions of the libraries that shape a built artifact (None where not installed): part of its cache key."""
     return {
-        "torch": dist_version("torch"),
-        "transformers": dist_version("transformers"),
+        "torch": module_version("torch"),
+        "transformers": module_version("transformers"),
         "optimum": dist_version("optimum"),
         "optimum-onnx": dist_version("optimum-onnx"),
-        "onnx": dist_version("onnx"),
-        "onnxruntime": dist_version("onnxruntime", "onnxruntime-gpu"),
+        "onnx": module_version("onnx"),
+        "onnxruntime": module_version("onnxruntime", "onnxruntime", "onnxruntime-gpu"),
     }
 
 
@@ -57,6 +70,6 @@ def record_versions() -> dict[str, str | None]:
         "code": code_version(),
         "python": platform.python_version(),
         **artifact_versions(),
-        "tokenizers": dist_version("tokenizers"),
-        "numpy": dist_version("numpy"),
+        "tokenizers": module_version("tokenizers"),
+        "numpy": module_version("numpy"),
     }

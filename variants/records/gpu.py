@@ -1,7 +1,7 @@
 """GPU records on disk: find them and turn one into tidy tables. Read only: nothing here runs a model.
 
 A GPU record is one JSON file written by ``python -m variants gpu-report``
-(:mod:`variants.benchmarking.gpu_report`) into ``assets/results/gpu``: ``kind`` "gpu-report", ``created``,
+(:mod:`variants.benchmarking.gpu.report`) into ``assets/results/gpu``: ``kind`` "gpu-report", ``created``,
 ``note``, ``hardware``, ``cuda``, ``onnxruntime``, ``settings`` and one entry per preset under ``presets``.
 A preset's entry holds (each part may be missing in older records, or be an ``{"error": ...}`` in its place):
 
@@ -32,7 +32,7 @@ log = logging.getLogger("variants.records.gpu")
 GPU_KIND = "gpu-report"
 ENGINES = {"torch": "PyTorch", "onnxruntime": "ONNX Runtime"}  # a preset's part -> the runtime it timed
 
-# The report's torch modes (variants.benchmarking.gpu_torch) -> (plain name, what it is, for a footnote).
+# The report's torch modes (variants.benchmarking.gpu.torch_modes) -> (plain name, what it is, for a footnote).
 TORCH_MODES = {
     "torch-fp32": ("PyTorch FP32", "the model as trained, eager mode, 32-bit floats"),
     "torch-fp16": ("PyTorch FP16", "a half-precision copy of the model (model.half()), eager mode"),
@@ -61,10 +61,13 @@ LATENCY_COLUMNS = ["preset", "model", "variant", "variant_label", "engine", "mod
                    "p50_ms", "p90_ms", "p99_ms", "min_ms", "max_ms", "n", "padded_to"]  # fmt: skip
 THROUGHPUT_COLUMNS = ["preset", "model", "variant", "variant_label", "engine", "mode", "mode_label", "batch",
                       "seq_len", "qps", "p50_ms", "min_ms", "n"]  # fmt: skip
-PRUNING_COLUMNS = ["preset", "mode", "mode_label", "batch", "seq_len", "baseline_qps", "pruned_qps",
+PRUNING_COLUMNS = ["preset", "mode", "step", "mode_label", "batch", "seq_len", "baseline_qps", "pruned_qps",
                    "pruned_over_baseline"]  # fmt: skip
 SERVED_COLUMNS = ["preset", "variant", "variant_label", "seq_len", "client_p50_ms", "client_p90_ms", "client_p99_ms",
-                  "client_max_ms", "engine_p50_ms", "n", "device", "provider", "dtype"]  # fmt: skip
+                  "client_max_ms", "engine_p50_ms", "hop_p50_ms", "engine_share", "model_run_p50_ms", "n", "device",
+                  "provider", "dtype", "execution"]  # fmt: skip
+# An ONNX Runtime graph's step where its precision does not say it (where_pruning_pays' "step").
+STEPS = {"onnx": "as exported", "onnx-opt": "ORT-optimized"}
 PROBLEM_COLUMNS = ["preset", "part", "variant", "mode", "mode_label", "seq_len", "batch", "error"]
 
 
@@ -107,7 +110,7 @@ def newest_gpu_record(folder: str | Path | None = None) -> dict[str, Any] | None
 
 
 def _ort_parts(mode: str) -> tuple[str, str, str, bool]:
-    """``ort-<ran_on>-<dtype>-<how>[-cpu-fallback]`` (:func:`variants.benchmarking.gpu_ort.mode_name`) in parts."""
+    """``ort-<ran_on>-<dtype>-<how>[-cpu-fallback]`` (:func:`variants.benchmarking.gpu.ort.mode_name`) in parts."""
     fallback = mode.endswith("-cpu-fallback")
     ran_on, dtype, how = [*mode.removesuffix("-cpu-fallback").split("-")[1:], "", "", ""][:3]
     return ran_on, dtype, how, fallback
@@ -228,8 +231,12 @@ def pruning_frame(record: dict[str, Any] | None):
     for preset in presets(record):
         for row in preset.get("where_pruning_pays") or []:
             if isinstance(row, dict):
-                found = {k: row.get(k) for k in PRUNING_COLUMNS if k not in ("preset", "mode_label")}
-                rows.append({**found, "preset": preset.get("preset"), "mode_label": mode_label(row.get("mode"))})
+                found = {k: row.get(k) for k in PRUNING_COLUMNS if k != "preset"}
+                label = mode_label(row.get("mode"))
+                step = STEPS.get(str(row.get("step") or ""))
+                rows.append(
+                    {**found, "preset": preset.get("preset"), "mode_label": f"{label}, {step}" if step else label}
+                )
     return _frame(rows, PRUNING_COLUMNS)
 
 
@@ -244,6 +251,7 @@ def served_frame(record: dict[str, Any] | None):
         for row in served.get("rows") or []:
             if isinstance(row, dict):
                 found = {k: row.get(k) for k in SERVED_COLUMNS if k not in ("preset", "variant", "variant_label")}
+                found["execution"] = found["execution"] or served.get("execution")
                 rows.append({**found, "preset": preset.get("preset"), "variant": variant,
                              "variant_label": variant_label(variant)})  # fmt: skip
     return _frame(rows, SERVED_COLUMNS)

@@ -320,6 +320,7 @@ class Engine:
             return result, None
         model = loaded.model
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
+        result.execution = model.execution
         result.size_mb, result.parameters = round(model.size_bytes / 1e6, 1), model.num_parameters
         batcher, tokenizer, settings = loaded.batcher, loaded.tokenizer, self.settings_for(loaded)
 

@@ -62,12 +62,13 @@ class AnswerResponse(BaseModel):
     device: str
     provider: str
     dtype: str
+    execution: str = Field("", description="how it ran where there is a choice, e.g. CUDA graphs or IOBinding")
     latency_only: bool = Field(False, description="random weights: the answer means nothing")
 
 
 RESPONSE_FIELDS = (
     *("variant", "answer", "score", "start", "end", "latency_ms", "latency_min_ms", "latency_max_ms"),
-    *("timed_runs", "timing", "device", "provider", "dtype", "latency_only"),
+    *("timed_runs", "timing", "device", "provider", "dtype", "execution", "latency_only"),
 )
 
 

@@ -36,6 +36,7 @@ class VariantResult:
     device: str = ""
     provider: str = ""
     dtype: str = ""
+    execution: str = ""  # how the call ran where there is a choice, e.g. "CUDA graphs (24: 64/128/256/384 tokens)"
     start: int = 0
     end: int = 0
     null_score: float = 0.0

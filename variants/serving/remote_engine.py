@@ -102,6 +102,7 @@ class RemoteEngine(Engine):
             except RemoteError as exc:
                 raise RuntimeError(str(exc)) from None
             result.device, result.provider, result.dtype = reply["device"], reply["provider"], reply["dtype"]
+            result.execution = reply.get("execution", "")
             text, score = reply["answer"], reply["score"]
             # decided by the replica: an answer keeps its text (no null beats it), a refusal stays one
             return Answer(text, reply["start"], reply["end"], score, score, 0.0 if text else score)

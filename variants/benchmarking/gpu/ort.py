@@ -1,20 +1,22 @@
 """ONNX Runtime for the GPU report: sessions whose provider is checked, IOBinding on the session's device,
 CUDA graphs on inputs padded to a few length buckets, and where each graph's nodes ran.
 
-* :func:`make_session` asks for the CUDA provider on ``cuda[:N]`` (optionally with CPU fallback turned off,
-  ``session.disable_cpu_ep_fallback``, and with ORT's CUDA graphs); :func:`provider_check` reads
-  ``session.get_providers()`` afterwards, because ORT falls back to the CPU *without an error* when the
-  CUDA provider cannot load (a CPU build, a missing cuDNN): such a row says ``cpu_fallback`` and its
-  mode names the CPU, so it never passes as CUDA.
+* :func:`make_session` opens a session as the engine does (:func:`variants.answering.runtime.session_plan`:
+  the CUDA provider on ``cuda[:N]``, alone where CPU fallback is off or ORT's CUDA graphs are on);
+  :func:`provider_check` reads ``session.get_providers()`` afterwards, because ORT falls back to the CPU
+  *without an error* when the CUDA provider cannot load (a CPU build, a missing cuDNN): such a row says
+  ``cpu_fallback`` and its mode names the CPU, so it never passes as CUDA.
 * :class:`Bound` binds a session's inputs and outputs to OrtValues on the device it really runs on
   (CUDA buffers, or CPU ones: the same code path CI runs), so no host copy is timed.
-* :func:`graphed` makes one CUDA-graph session per (length bucket, batch): ORT captures the graph on the
-  first run and replays it after, which needs fixed shapes and fixed buffers, so inputs are padded on
-  the right to the next bucket (:func:`pad_feed`; BERT masks the padding) and written in place.
+* :func:`graphed` captures CUDA graphs as the engine does: one session, one graph per (batch, length
+  bucket): ORT captures a graph after a few plain runs and replays it after, which needs fixed shapes and
+  fixed buffers, so inputs are padded on the right to the next bucket (BERT masks the padding) and
+  written in place.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from collections.abc import Sequence
@@ -23,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from variants.answering.runtime import session_options
-from variants.benchmarking.gpu_timing import Factory
+from variants.answering import cuda_graphs
+from variants.answering.runtime import CUDA, open_session
+from variants.benchmarking.gpu.timing import Factory
 
-FALLBACK_OFF = "session.disable_cpu_ep_fallback"
-BUCKETS = (64, 128, 256, 384)
-CUDA = "CUDAExecutionProvider"
+BUCKETS = cuda_graphs.LENGTH_BUCKETS
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -42,21 +43,11 @@ def device_id(device: str) -> int:
 def make_session(
     path: Path, device: str, *, strict: bool = False, cuda_graph: bool = False, profile_dir: Path | None = None
 ):
-    """A session of ``path`` on ``device`` with the engine's session options; on CUDA with ``strict``,
-    creation fails if any node would run on the CPU; ``cuda_graph`` turns on ORT's CUDA graphs."""
-    import onnxruntime as ort  # noqa: PLC0415 - the report imports ONNX Runtime only when it runs it
-
-    cuda = device.startswith("cuda")
-    options, disabled = session_options(cuda=cuda, profile_prefix=str(profile_dir / "ort") if profile_dir else None)
-    providers: list = ["CPUExecutionProvider"]
-    if cuda:
-        cuda_options = {"device_id": device_id(device)}
-        if cuda_graph:
-            cuda_options["enable_cuda_graph"] = "1"
-        providers = [(CUDA, cuda_options), "CPUExecutionProvider"]
-        if strict:
-            options.add_session_config_entry(FALLBACK_OFF, "1")
-    return ort.InferenceSession(str(path), sess_options=options, providers=providers, disabled_optimizers=disabled)
+    """A session of ``path`` on ``device`` with the engine's options and providers
+    (:func:`variants.answering.runtime.session_plan`): with ``strict`` (CUDA only) creation fails if any
+    node would run on the CPU; ``cuda_graph`` turns on ORT's CUDA graphs (strict too)."""
+    prefix = str(profile_dir / "ort") if profile_dir else None
+    return open_session(path, device, strict=strict, cuda_graph=cuda_graph, profile_prefix=prefix)
 
 
 def provider_check(session, device: str) -> dict[str, Any]:
@@ -122,11 +113,8 @@ def random_feed(
 
 
 def bucket_for(length: int, buckets: Sequence[int] = BUCKETS) -> int:
-    """The smallest bucket that holds ``length`` tokens."""
-    fitting = [b for b in sorted(buckets) if b >= length]
-    if length < 1 or not fitting:
-        raise ValueError(f"no length bucket holds {length} tokens (buckets {tuple(buckets)})")
-    return fitting[0]
+    """The smallest length bucket that holds ``length`` tokens (the engine's rule)."""
+    return cuda_graphs.bucket_for(length, buckets)
 
 
 def pad_feed(feed: dict[str, np.ndarray], bucket: int) -> dict[str, np.ndarray]:
@@ -190,30 +178,27 @@ def bound(path: Path, device: str, strict: bool = False) -> tuple[Factory, dict[
 
 
 def graphed(path: Path, device: str, buckets: Sequence[int] = BUCKETS) -> Factory:
-    """A factory of CUDA-graph calls: for each call shape, a strict session with ORT's CUDA graphs on,
-    inputs padded to the length's bucket and bound on the GPU; its first run captures the graph, the
-    timed calls replay it. Raises on the CPU, or where ORT would not keep every node on CUDA."""
+    """A factory of CUDA-graph calls as the engine makes them (:mod:`variants.answering.cuda_graphs`): one
+    strict session with ORT's CUDA graphs on, one captured graph (its own ``gpu_graph_id``) and its own
+    bound buffers per call shape, inputs padded to the length's bucket; the first runs capture the graph,
+    the timed calls replay it. Raises on the CPU, or where ORT would not keep every node on CUDA."""
+    if not device.startswith("cuda"):
+        raise RuntimeError(f"ONNX Runtime's CUDA graphs need the CUDA provider; the device is {device}")
+    session = make_session(path, device, strict=True, cuda_graph=True)
+    check = provider_check(session, device)
+    if check["cpu_fallback"]:
+        raise RuntimeError(f"asked for CUDA graphs on {device}, but the session runs on {check['providers']}")
+    names, vocab = [i.name for i in session.get_inputs()], graph_vocab(path)
+    shapes: dict[tuple[int, int], Any] = {}
 
-    last: dict[tuple[int, int], Bound] = {}  # the latest shape's session: the next length in its bucket reuses it
-    vocab = graph_vocab(path)
-
-    def make(length: int, batch: int = 1) -> Bound:
-        if not device.startswith("cuda"):
-            raise RuntimeError(f"ONNX Runtime's CUDA graphs need the CUDA provider; the device is {device}")
-        key = (bucket_for(length, buckets), batch)
-        if key in last:  # same buffers: the captured graph reads the new tokens
-            last[key].update(pad_feed(random_feed(list(last[key].inputs), batch, length, vocab), key[0]))
-            return last[key]
-        last.clear()
-        session = make_session(path, device, strict=True, cuda_graph=True)
-        check = provider_check(session, device)
-        if check["cpu_fallback"]:
-            raise RuntimeError(f"asked for CUDA graphs on {device}, but the session runs on {check['providers']}")
-        names = [i.name for i in session.get_inputs()]
-        call = Bound(session, pad_feed(random_feed(names, batch, length, vocab), key[0]), device)
-        for _ in range(3):  # ORT runs a graph plainly a few times (2 in 1.31) before it captures it
-            call()
-        last[key] = call
-        return call
+    def make(length: int, batch: int = 1):
+        key = (batch, bucket_for(length, buckets))
+        feed = cuda_graphs.pad_feed(random_feed(names, batch, length, vocab), *key)
+        if key not in shapes:
+            shapes[key] = cuda_graphs.Shape(session, names, *key, "cuda", device_id(device), len(shapes) + 1)
+            for _ in range(cuda_graphs.CAPTURE_RUNS):  # plain runs, then the capture
+                shapes[key](session, feed)
+        shapes[key].write(feed)  # the captured graph reads the new tokens from the same buffers
+        return functools.partial(shapes[key].run, session)
 
     return make

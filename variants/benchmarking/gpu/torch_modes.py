@@ -15,7 +15,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from variants.benchmarking.gpu_timing import Factory
+from variants.benchmarking.gpu.timing import Factory
 
 # The modes that compile, slowest to build last; the report runs them after everything else.
 COMPILE_MODES = {

@@ -4,22 +4,28 @@
     python -m variants gpu-report --device cpu --quick  # anywhere: the same code paths on the CPU (CI)
 
 For each preset it loads every chain variant through the engine, answers one question with each
-(recording the device, provider and dtype each really ran on), then, each step inside a time budget:
+(recording the device, provider and dtype each really ran on), then, each step inside a time budget,
+the user's chain first:
 
-1. batch-1 latency per sequence length (32..384) of the baseline and the pruned model in PyTorch
-   (:mod:`variants.benchmarking.gpu_torch`: eager FP32, FP16, AMP and a captured FP16 CUDA graph);
-2. the same for ONNX Runtime (:mod:`variants.benchmarking.gpu_ort`): the pruned model's ONNX graph, its
-   ORT-optimized graph (fused attention with each layer's own head count) and its FP16 (CUDA) / INT8
-   (CPU) graph, plus the baseline's graph of the same last step, all through IOBinding on buffers on the
-   session's device, and on CUDA the FP16 graphs again with ORT's CUDA graphs on length buckets. Each
-   row says which provider the session really got (a CPU fallback is marked, never counted as CUDA)
-   and, from a profiled run, which nodes ran on the CPU; a graph that ran whole on CUDA is timed in a
-   session with CPU fallback turned off, and only such a graph gets the CUDA-graph rows;
-3. questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens, baseline and pruned, in each
-   mode (``where_pruning_pays``: their ratio per mode and shape);
-4. served latency (``POST /v1/answer``) through the engine variant that was fastest at 32 tokens;
-5. last, as they take longest to build: ``torch.compile`` in its default, "reduce-overhead" and
-   "max-autotune" modes, latency and throughput.
+1. ONNX Runtime (:mod:`variants.benchmarking.gpu.ort`), the pruned model's graphs and the baseline's
+   graphs of the same steps, the chain's last step first: FP16 (CUDA) / INT8 (CPU), ORT-optimized FP32
+   (fused attention with each layer's own head count) and unoptimized FP32, all through IOBinding on
+   buffers on the session's device, and on CUDA the FP16 graphs again replaying ORT's CUDA graphs on
+   length buckets (as the engine runs its FP16 variant). Each row says which provider the session really
+   got (a CPU fallback is marked, never counted as CUDA); on CUDA a graph is timed in a session with CPU
+   fallback turned off (the CUDA provider alone) where ORT creates one, else a profiled run names the
+   nodes ORT put on the CPU; only a graph that runs whole on CUDA gets the CUDA-graph rows. Batch-1
+   latency per sequence length (32..384);
+2. served latency (``POST /v1/answer``) through the chain's last step, as the route serves it by
+   default: the client's time, the engine's and the HTTP hop's, and the model's own run; then the ONNX
+   Runtime graphs' questions per second at batch 1, 8, 32 and 128 and 128 and 384 tokens;
+3. PyTorch (:mod:`variants.benchmarking.gpu.torch_modes`): eager FP32 (what people run), FP16, AMP and
+   a captured FP16 CUDA graph, latency and questions per second;
+4. last, only with time left: ``torch.compile`` in its default, "reduce-overhead" and "max-autotune"
+   modes.
+
+``where_pruning_pays``: per mode, graph step and shape, the baseline's and the pruned model's questions per second
+and their ratio.
 
 Latencies are per-call wall times (p50, p90, p99, min, max, n), the device synchronized around each
 call. Random-weight replicas: latency only.
@@ -39,8 +45,10 @@ from typing import Any
 
 from variants.answering.runtime import TorchQAModel
 from variants.answering.timing import describe
-from variants.benchmarking import chainbench, gpu_ort, gpu_torch
-from variants.benchmarking.gpu_timing import (
+from variants.benchmarking import chainbench
+from variants.benchmarking.gpu import ort as gpu_ort
+from variants.benchmarking.gpu import torch_modes as gpu_torch
+from variants.benchmarking.gpu.timing import (
     THROUGHPUT_BATCHES,
     THROUGHPUT_LENGTHS,
     Budget,
@@ -48,6 +56,7 @@ from variants.benchmarking.gpu_timing import (
     sweep,
     throughput_rows,
     throughput_table,
+    time_calls,
 )
 from variants.benchmarking.served_latency import measure
 from variants.building.replica import Structure, write_model
@@ -55,7 +64,7 @@ from variants.core import spec as specs
 from variants.records.results import GPU_DIR
 from variants.serving.engine import LoadedVariant, load_engine
 
-log = logging.getLogger("variants.benchmarking.gpu_report")
+log = logging.getLogger("variants.benchmarking.gpu.report")
 
 LENGTHS = (32, 64, 128, 256, 384)
 QUICK_LENGTHS = (32,)
@@ -72,6 +81,8 @@ COMPILE_RESERVE_DEFAULT = 120
 # Seconds of budget the baseline's ONNX graph needs to be built and timed: a base plus some per million
 # parameters (about 30 s for MiniLM, 120 s for BERT-large, whose export and checks take minutes on few cores).
 BASELINE_BUILD_RESERVE_S, BASELINE_BUILD_S_PER_M = 20, 0.3
+# Seconds of budget served latency needs: a loopback server's start and a few hundred requests of milliseconds.
+SERVED_RESERVE_S = 12
 
 
 # --- environment --------------------------------------------------------------------------------
@@ -121,30 +132,33 @@ def ort_facts(device: str) -> dict[str, Any]:
 
 
 def ort_graphs(engine, budget: Budget) -> list[tuple[str, Any]]:
-    """(model, loaded variant) for the pruned model's ONNX variants, then the baseline's graph of the same
-    last step (added to the engine through its artifact cache), so that both models meet in each mode.
-    Building that graph takes minutes for BERT-large on a few cores: without the budget it needs
-    (:data:`BASELINE_BUILD_RESERVE_S` and more per parameter) it is skipped, and its entry says so."""
-    graphs = [("pruned", v) for v in engine.loaded if v.spec.name in ORT_VARIANTS]
+    """(model, loaded variant) for each of the pruned model's ONNX variants and the baseline's graph of the
+    same step (added to the engine through its artifact cache), the chain's last step first, each pruned
+    graph beside the baseline's: so both models meet in each mode, and should the budget run short it is
+    the unoptimized FP32 rows that go. The baseline's last step builds (and caches) every step before it;
+    that takes minutes for BERT-large on a few cores: without the budget it needs
+    (:data:`BASELINE_BUILD_RESERVE_S` and more per parameter) the baseline's graphs are skipped, and say so."""
+    pruned = [("pruned", v) for v in engine.loaded if v.spec.name in ORT_VARIANTS][::-1]
     base = engine.variants.get("baseline")
-    if not graphs or base is None:
-        return graphs
+    if not pruned or base is None:
+        return pruned
     try:
         budget.check(BASELINE_BUILD_RESERVE_S + BASELINE_BUILD_S_PER_M * base.model.num_parameters / 1e6)
     except TimeoutError as exc:
-        return [
-            *graphs,
-            ("baseline", LoadedVariant(dataclasses.replace(base.spec, name="baseline-onnx"), error=str(exc))),
-        ]
-    last = graphs[-1][1].spec
-    spec = dataclasses.replace(
-        base.spec,
-        name="baseline" + last.name.removeprefix("pruned"),
-        label=f"Baseline{last.label.removeprefix('Pruned')}",
-        steps=("onnx", *last.onnx_steps),
-        headline=False,
-    )
-    return [*graphs, ("baseline", engine.add_variant(spec))]
+        spec = dataclasses.replace(base.spec, name="baseline-onnx")
+        return [*pruned, ("baseline", LoadedVariant(spec, error=str(exc)))]
+    graphs: list[tuple[str, Any]] = []
+    for model, loaded in pruned:
+        step = loaded.spec
+        spec = dataclasses.replace(
+            base.spec,
+            name="baseline" + step.name.removeprefix("pruned"),
+            label=f"Baseline{step.label.removeprefix('Pruned')}",
+            steps=("onnx", *step.onnx_steps),
+            headline=False,
+        )
+        graphs += [(model, loaded), ("baseline", engine.add_variant(spec))]
+    return graphs
 
 
 def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Budget) -> list[dict[str, Any]]:
@@ -165,16 +179,19 @@ def ort_entries(engine, device: str, lengths, runs: int, warmup: int, budget: Bu
         entry["mode"] = f"ort-{'cuda' if cuda else 'cpu'}-{dtype}-iobinding"
         try:
             budget.check(reserve=20)
-            # Counted first (fallback allowed) from a profiled run: which nodes ORT put on the CPU, if any.
-            entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
-            if cuda:
-                entry["nodes_on_cpu"] = on_cpu[:50]
-                entry["all_nodes_on_cuda"] = set(entry["nodes_per_provider"]) == {gpu_ort.CUDA}
-            # A graph that ran whole on CUDA is timed in a session that may not fall back (creation fails
-            # if it would); one with nodes on the CPU (shape arithmetic, say) says so in nodes_on_cpu.
-            strict = bool(entry.get("all_nodes_on_cuda"))
+            strict = False
+            if cuda:  # a session that may not fall back: that ORT creates it shows every node runs on CUDA
+                try:
+                    make, check = gpu_ort.bound(loaded.artifact, device, strict=True)
+                    strict = entry["all_nodes_on_cuda"] = True
+                except Exception as exc:
+                    entry["strict_refused"] = describe(exc)[:300]
+            if not strict:  # the CPU, or some node on the CPU (shape arithmetic, say): which, from a profiled run
+                entry["nodes_per_provider"], on_cpu = gpu_ort.nodes_per_provider(loaded.artifact, device, 32)
+                if cuda:
+                    entry["nodes_on_cpu"], entry["all_nodes_on_cuda"] = on_cpu[:50], False
+                make, check = gpu_ort.bound(loaded.artifact, device)
             entry["cpu_fallback_disabled"] = strict
-            make, check = gpu_ort.bound(loaded.artifact, device, strict=strict)
             entry.update(check, mode=gpu_ort.mode_name(dtype, check))
             entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
             entry["_make"] = make
@@ -190,7 +207,10 @@ def graph_entry(model: str, loaded, device: str, lengths, runs: int, warmup: int
     """ORT's CUDA graphs on ``loaded``'s graph, inputs padded to :data:`gpu_ort.BUCKETS`."""
     entry: dict[str, Any] = {"model": model, "variant": loaded.spec.name, "mode": "ort-cuda-fp16-cudagraph"}
     entry["buckets"] = list(gpu_ort.BUCKETS)
-    make = gpu_ort.graphed(loaded.artifact, device)
+    try:
+        make = gpu_ort.graphed(loaded.artifact, device)
+    except Exception as exc:  # capture refused: the row says why; the engine falls back the same way
+        return {**entry, "error": describe(exc)}
     entry["sweep"] = sweep(make, lengths, runs, warmup, no_sync, budget)
     for row in entry["sweep"]:
         row["padded_to"] = gpu_ort.bucket_for(row["seq_len"])
@@ -213,8 +233,9 @@ def preset_chain(name: str, device: str, quick: bool, folder: Path) -> list[spec
 
 
 def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[str, Any]:
-    """Answers with every variant, then latency, ONNX Runtime, throughput, served latency and the compile
-    modes (in that order, inside the budget), for preset ``name``."""
+    """Answers with every variant, then, inside the budget and in this order: the user's chain in ONNX
+    Runtime (latency and questions per second), served latency through the chain's last step, PyTorch
+    (latency, then questions per second), and the compile modes, for preset ``name``."""
     started = time.perf_counter()
     out: dict[str, Any] = {"preset": name}
     sync = gpu_torch.torch_sync(args.device)
@@ -224,6 +245,15 @@ def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[s
         with load_engine(variant_specs=chain, device=args.device, cache_dir=args.cache_dir) as engine:
             out["load_seconds"] = chainbench.elapsed(started)
             out["answers"] = [r.to_json() for r in engine.ask(QUESTION, CONTEXT)]
+            # 1. The user's chain first: ONNX Runtime FP32, optimized, FP16 and FP16 with CUDA graphs.
+            out["onnxruntime"] = ort_entries(engine, args.device, args.lengths, args.runs, args.warmup, budget)
+            # 2. Served latency through the chain's last step, as POST /v1/answer serves it by default.
+            if args.served_requests:
+                out["served"] = served(engine, args.lengths, args.served_requests, budget)
+            for entry in out["onnxruntime"]:  # then the chain's questions per second
+                if "_make" in entry:
+                    entry["throughput"] = throughput(entry["_make"], args, no_sync, budget)
+            # 3. PyTorch: eager FP32 (what people run), FP16, AMP, a captured FP16 CUDA graph.
             out["torch"], compile_entries = [], []
             for model in ("baseline", "pruned"):
                 loaded = engine.variants.get(model)
@@ -237,14 +267,9 @@ def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[s
                         continue
                     entry["sweep"] = sweep(make, args.lengths, args.runs, args.warmup, sync, budget)
                     out["torch"].append(entry)
-            out["onnxruntime"] = ort_entries(engine, args.device, args.lengths, args.runs, args.warmup, budget)
-            # ONNX Runtime first: its FP16 rows are the ones the chain is about, should the budget run short.
-            for entry in out["onnxruntime"] + [e for e in out["torch"] if e.get("mode") in THROUGHPUT_TORCH_MODES]:
-                if "_make" in entry and entry["variant"] not in ORT_VARIANTS[:2]:  # the last precision only
-                    sync_for = sync if entry["mode"].startswith("torch") else no_sync
-                    entry["throughput"] = throughput(entry["_make"], args, sync_for, budget)
-            if args.served_requests:
-                out["served"] = served(engine, out, args.served_requests, budget)
+            for entry in [e for e in out["torch"] if e.get("mode") in THROUGHPUT_TORCH_MODES and "_make" in e]:
+                entry["throughput"] = throughput(entry["_make"], args, sync, budget)
+            # 4. torch.compile only with time left: its first calls compile for minutes.
             for entry in compile_entries:
                 reserve = COMPILE_RESERVE.get(entry["mode"], COMPILE_RESERVE_DEFAULT)
                 entry["sweep"] = sweep(entry["_make"], args.lengths, args.runs, args.warmup, sync, budget, reserve)
@@ -252,7 +277,7 @@ def report_preset(name: str, args: argparse.Namespace, budget: Budget) -> dict[s
                 out["torch"].append(entry)
     for entry in [*out["torch"], *out["onnxruntime"]]:
         entry.pop("_make", None)
-    out["where_pruning_pays"] = throughput_table([*out["torch"], *out["onnxruntime"]])
+    out["where_pruning_pays"] = throughput_table([*out["onnxruntime"], *out["torch"]])
     out["speedups_at_max_length"] = speedups(out, max(args.lengths))
     out["seconds"] = chainbench.elapsed(started)
     return out
@@ -263,44 +288,32 @@ def throughput(make, args: argparse.Namespace, sync, budget: Budget, reserve: fl
     return throughput_rows(make, args.batches, args.throughput_lengths, runs, warmup, sync, budget, reserve)
 
 
-def fastest_served(engine, out: dict[str, Any], length: int) -> tuple[str, float | None]:
-    """The chain's variant (run the engine's way: PyTorch FP32 eager, or ONNX Runtime) with the lowest
-    batch-1 p50 at ``length`` tokens (or the shortest length measured); the chain's last headline variant
-    where none was timed."""
-    best: tuple[str, float | None] = (chain_default(engine), None)
-    for entry in [*out["torch"], *out["onnxruntime"]]:
-        engine_way = entry.get("mode") == "torch-fp32" or str(entry.get("mode", "")).endswith("-iobinding")
-        chain_variant = entry["variant"] in engine.variants and not entry["variant"].startswith("baseline-")
-        if not engine_way or not chain_variant or entry.get("cpu_fallback"):
-            continue
-        rows = [r for r in entry.get("sweep", []) if r.get("p50_ms")]
-        row = next((r for r in rows if r["seq_len"] == length), rows[0] if rows else None)
-        if row and (best[1] is None or row["p50_ms"] < best[1]):
-            best = (entry["variant"], row["p50_ms"])
-    return best
-
-
 def chain_default(engine) -> str:
     from variants.serving.http import default_variant  # noqa: PLC0415 - fastapi stays optional until served
 
     return default_variant(engine)
 
 
-def served(engine, out: dict[str, Any], requests: int, budget: Budget) -> dict[str, Any]:
-    """Served latency (``POST /v1/answer``, needs fastapi and uvicorn) of the fastest engine variant, at
-    32 tokens and the report's longest length."""
+def served(engine, report_lengths, requests: int, budget: Budget) -> dict[str, Any]:
+    """Served latency (``POST /v1/answer``, needs fastapi and uvicorn) through the chain's last step (the
+    FP16 variant on CUDA, replaying its CUDA graphs; INT8 on the CPU), at 32 tokens and the report's longest
+    length: the client's time, the engine's and the hop's, and the model's own run at the same length."""
     try:
-        budget.check(reserve=30)
-        variant, p50 = fastest_served(engine, out, 32)
-        lengths = tuple(sorted({32, max(out_lengths(out))}))
+        budget.check(reserve=SERVED_RESERVE_S)
+        variant = chain_default(engine)
+        lengths = tuple(sorted({32, max(report_lengths)}))
         result = measure(engine, variant, lengths, requests, warmup=3)
-        return {**result, "chosen_as_fastest": {"variant": variant, "batch1_p50_ms_at_32": p50}}
+        model = engine.variants[variant].model
+        for row in result["rows"]:
+            feed = gpu_ort.random_feed(list(model.input_names), 1, row["seq_len"], seed=row["seq_len"])
+            row["model_run_p50_ms"] = time_calls(lambda f=feed: model.run(f), 20, 3, no_sync)["p50_ms"]
+        return {
+            **result,
+            "why": "the chain's last step, which POST /v1/answer serves by default",
+            "execution": getattr(model, "execution", ""),
+        }
     except Exception as exc:  # e.g. no fastapi/uvicorn on this machine: say so, the report goes on
         return {"error": describe(exc)}
-
-
-def out_lengths(out: dict[str, Any]) -> list[int]:
-    return [r["seq_len"] for e in out["torch"] for r in e.get("sweep", [])] or [32]
 
 
 def speedups(out: dict[str, Any], length: int) -> dict[str, float]:
@@ -321,7 +334,7 @@ def speedups(out: dict[str, Any], length: int) -> dict[str, float]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m variants.benchmarking.gpu_report", description=__doc__.split("\n\n")[0]
+        prog="python -m variants.benchmarking.gpu.report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--device", default="cuda", help="cuda[:N] (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="32 tokens, batches 1 and 2, few runs, scaled replica")
@@ -404,7 +417,7 @@ def summary_line(entry: dict[str, Any]) -> str:
     answers = ", ".join(f"{a['variant']} {a['device']}/{a['provider']}/{a['dtype']}" for a in entry["answers"])
     speed = entry["speedups_at_max_length"]
     pays = [
-        f"{r['mode']} b{r['batch']}@{r['seq_len']}: {r['pruned_over_baseline']}x"
+        f"{r['mode']} {r.get('step') or ''} b{r['batch']}@{r['seq_len']}: {r['pruned_over_baseline']}x"
         for r in entry["where_pruning_pays"]
         if r["pruned_over_baseline"]
     ]

@@ -34,25 +34,27 @@ def headline(preset: str, device: str) -> list[str]:
 
 
 def summarize_variants(requests: list[dict[str, Any]], device: str) -> dict[str, dict[str, Any]]:
-    """Per variant: the devices, providers and precisions seen, errors, and its engine latency (p50...);
-    ``on_device`` is whether every answer came from ``device``'s kind (cuda or cpu)."""
+    """Per variant: the devices, providers, precisions and ways of running seen, errors, and its engine
+    latency (p50...); ``on_device`` is whether every answer came from ``device``'s kind (cuda or cpu)."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
     found: dict[str, dict[str, Any]] = {}
     for request in requests:
         for result in request.get("results", []):
             entry = found.setdefault(result["variant"], {"seen": set(), "latency_ms": [], "errors": []})
-            entry["seen"].add((str(result.get("device")), str(result.get("provider")), str(result.get("dtype"))))
+            how = (str(result.get("device")), str(result.get("provider")), str(result.get("dtype")))
+            entry["seen"].add((*how, str(result.get("execution") or "")))
             if result.get("error"):
                 entry["errors"].append(result["error"])
             elif result.get("latency_ms"):
                 entry["latency_ms"].append(result["latency_ms"])
     summary = {}
     for name, entry in found.items():
-        devices, providers, dtypes = (sorted({seen[i] for seen in entry["seen"]}) for i in range(3))
+        devices, providers, dtypes, executions = (sorted({seen[i] for seen in entry["seen"]}) for i in range(4))
         summary[name] = {
             "devices": devices,
             "providers": providers,
             "dtypes": dtypes,
+            "executions": [e for e in executions if e],  # e.g. the FP16 variant's CUDA graphs, or IOBinding
             "errors": entry["errors"],
             "on_device": all(d.startswith(kind) for d in devices) and not entry["errors"],
             "engine_latency_ms": summarize(entry["latency_ms"]) if entry["latency_ms"] else None,
@@ -132,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     path = chainbench.write_record(record, args.out or GPU_DIR, f"gpu-app-{args.preset}-{slug}")
     for name, entry in record["summary"].items():
         p50 = (entry["engine_latency_ms"] or {}).get("p50")
-        print(f"{name}: {entry['devices']} {entry['providers']} {entry['dtypes']} p50 {p50} ms {entry['errors'][:1]}")
+        ran = f"{entry['devices']} {entry['providers']} {entry['dtypes']} {entry['executions']}"
+        print(f"{name}: {ran} p50 {p50} ms {entry['errors'][:1]}")
     print(f"{'ok' if ok else 'FAILED'}: {record.get('error', '')} client p50 {(record['client_ms'] or {}).get('p50')}")
     print(f"wrote {path}")
     return 0 if ok else 1

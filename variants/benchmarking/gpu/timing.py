@@ -102,21 +102,30 @@ def throughput_rows(
     return rows
 
 
+def graph_step(entry: dict[str, Any]) -> str:
+    """An ONNX Runtime entry's graph step ("onnx", "onnx-opt", "onnx-opt-fp16" ...): its variant less the
+    model's name; "" for PyTorch's. Two graphs of one precision (as exported, optimized) share a mode."""
+    variant, model = str(entry.get("variant") or ""), str(entry.get("model") or "")
+    return variant.removeprefix(model).lstrip("-") if str(entry.get("mode", "")).startswith("ort-") else ""
+
+
 def throughput_table(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Where pruning pays: per mode, batch and length, the baseline's and the pruned model's questions
-    per second and their ratio (None where either is missing). ``entries`` hold ``model`` ("baseline"
-    or "pruned"), ``mode`` and ``throughput`` rows."""
-    qps: dict[tuple[str, int, int], dict[str, float]] = {}
+    """Where pruning pays: per mode, graph step, batch and length, the baseline's and the pruned model's
+    questions per second and their ratio (None where either is missing). ``entries`` hold ``model``
+    ("baseline" or "pruned"), ``mode``, ``variant`` and ``throughput`` rows."""
+    qps: dict[tuple[str, str, int, int], dict[str, float]] = {}
+    keys: list[tuple[str, str, int, int]] = []
     for entry in entries:
         for row in entry.get("throughput", []):
+            key = (entry["mode"], graph_step(entry), row["batch"], row["seq_len"])
+            keys += [key] if key not in keys else []
             if row.get("qps"):
-                qps.setdefault((entry["mode"], row["batch"], row["seq_len"]), {})[entry["model"]] = row["qps"]
-    keys = sorted({(e["mode"], r["batch"], r["seq_len"]) for e in entries for r in e.get("throughput", [])})
+                qps.setdefault(key, {})[entry["model"]] = row["qps"]
     table = []
-    for mode, batch, length in keys:
-        found = qps.get((mode, batch, length), {})
+    for mode, step, batch, length in keys:  # in the order measured: the user's chain first
+        found = qps.get((mode, step, batch, length), {})
         base, pruned = found.get("baseline"), found.get("pruned")
         ratio = round(pruned / base, 2) if base and pruned else None
-        row = {"mode": mode, "batch": batch, "seq_len": length, "baseline_qps": base, "pruned_qps": pruned}
-        table.append({**row, "pruned_over_baseline": ratio})
+        row = {"mode": mode, "step": step, "batch": batch, "seq_len": length}
+        table.append({**row, "baseline_qps": base, "pruned_qps": pruned, "pruned_over_baseline": ratio})
     return table
