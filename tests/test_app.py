@@ -51,7 +51,7 @@ from variants.building import custom
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
 from variants.serving.engine import load_engine
-from variants.serving.outcome import VariantResult
+from variants.serving.outcome import VariantResult, busy_words
 
 FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
 SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"
@@ -162,7 +162,10 @@ def test_ask_streams_a_card_per_variant(engine) -> None:
     assert done == [0] * (n + 6) + [n]
     assert outputs[0][0].count('data-state="running"') == n
     cards, summary, chart, last = outputs[-1]
-    assert "than the baseline" in summary or "The baseline was fastest" in summary
+    busy = busy_words(last["results"].values())  # a busy machine: no winner is crowned, and the summary says why
+    assert (
+        (busy and busy in html.unescape(summary)) or "than the baseline" in summary or "baseline was fastest" in summary
+    )
     assert len(chart.data[0].y) == n  # one latency bar per variant
     assert set(last["results"]) == {v.spec.name for v in engine.loaded}
     for name in last["results"]:

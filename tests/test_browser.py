@@ -95,7 +95,8 @@ def test_ask_fills_every_card(page, shots: Path) -> None:
     assert "8-bit integers" in cards.nth(3).inner_text()
     assert "CPUExecutionProvider · INT8" in cards.nth(3).locator(".qa-runtime").get_attribute("title")
     assert page.locator("#injected").count() == 0  # user text is escaped, never injected
-    assert re.search(r"faster than the baseline|baseline was fastest", page.locator(".qa-summary").inner_text())
+    summary = page.locator(".qa-summary").inner_text()  # a busy machine crowns no winner and says so
+    assert re.search(r"faster than the baseline|baseline was fastest|The machine was busy", summary)
     assert page.locator("#latency-chart .js-plotly-plot .bars .point").count() == 4
     page.screenshot(path=str(shots / "ask.png"), full_page=True)
 

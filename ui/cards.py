@@ -5,7 +5,7 @@ from variants.building import custom
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
 from variants.serving.engine import Engine, LoadedVariant
-from variants.serving.outcome import VariantResult
+from variants.serving.outcome import VariantResult, busy_words
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 
@@ -108,7 +108,12 @@ def card_html(
     if state == "error":
         body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
     elif state in ("done", "timing") and result is not None:
-        body = _answer_block(result, context) + _metrics_block(result, baseline) + _timing_note(result)
+        body = (
+            _answer_block(result, context)
+            + _metrics_block(result, baseline)
+            + _timing_note(result)
+            + _busy_note(result)
+        )
     else:
         waiting = {"running": "running…", "stale": "not run for this question: press Ask"}.get(state, "")
         body = f'<div class="qa-answer qa-pending">{esc(waiting) or "&nbsp;"}</div>' + _static_metrics(info)
@@ -185,6 +190,21 @@ def _timing_note(result: VariantResult) -> str:
     )
 
 
+def _busy_note(result: VariantResult) -> str:
+    """When the machine was busy while this variant was timed: how much its runs waited for a CPU."""
+    if result.pending or not result.busy or not result.stretch:
+        return ""
+    tip = (
+        "Each timed run's wall time against the CPU time this process spent meanwhile: its threads were ready to "
+        "run but waited for a CPU that other work held. The median run took this many times its computing time."
+    )
+    return (
+        f'<div class="qa-note qa-busy-note" title="{esc(tip)}">The machine was busy: these runs took '
+        f"{result.stretch:.1f}× their computing time waiting for a CPU, so this latency and speedup are "
+        "unreliable.</div>"
+    )
+
+
 def _confidence_metric(result: VariantResult) -> str:
     """The answer's probability; with no answer, its best guess's (the [CLS] probability is often ~0%, since a
     calibrated threshold can make "no answer" win with a null score far below the span's)."""
@@ -234,7 +254,14 @@ def cards_html(
 def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
     """One line a stakeholder can read: the fastest variant among those that answered, its speedup and size
     (medians), then how many variants answered and how many of those give the baseline's answer ("no answer"
-    twice is not agreement), then what the timing did."""
+    twice is not agreement), then what the timing did. Above it, the engine's notice about the input (a
+    question or passage not in English); instead of a winner, that the machine was too busy to crown one."""
+    notice = next((r.notice for r in results.values() if r.notice), "")
+    line = f'<div class="qa-input-notice">{esc(notice)}</div>' if notice else ""
+    return line + _summary_line(names, results, running)
+
+
+def _summary_line(names: list[str], results: dict[str, VariantResult], running: bool) -> str:
     if running:
         done = len(results)
         if done < len(names) or not any(r.pending for r in results.values()):
@@ -248,7 +275,9 @@ def summary_html(engine: Engine, names: list[str], results: dict[str, VariantRes
         text = "No variant could answer: the cards say why." if results else "Ask a question to compare the variants."
         return f'<div class="qa-summary qa-muted">{esc(text)}</div>'
     timing = _timing_line(ok)
-    return f'<div class="qa-summary">{_speed_line(ok, results.get("baseline"))}.<br>{answers_line(ok)}{timing}</div>'
+    busy = busy_words(ok)  # no winner crowned from runs that waited for a CPU
+    lead = f'<span class="qa-busy">{esc(busy)}</span>' if busy else _speed_line(ok, results.get("baseline")) + "."
+    return f'<div class="qa-summary">{lead}<br>{answers_line(ok)}{timing}</div>'
 
 
 def _timing_line(ok: list[VariantResult]) -> str:

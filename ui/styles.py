@@ -41,6 +41,9 @@ CARD_CSS = """
 """
 BANNER_CSS = """
 .qa-summary { font-size: 1.05em; padding: 10px 14px; border-radius: 8px; background: var(--background-fill-secondary); }
+.qa-input-notice { padding: 6px 12px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb;
+  color: #78350f; margin-bottom: 6px; }
+.qa-busy { color: #b45309; }
 .qa-muted { color: var(--body-text-color-subdued); }
 .qa-agree { font-size: 0.88em; color: var(--body-text-color-subdued); }
 .qa-notice { padding: 10px 14px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb; color: #78350f;

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from variants.answering.language import identifier, language_notice
 from variants.answering.qa import (
     Answer,
     DecodeSettings,
@@ -29,7 +30,7 @@ from variants.answering.qa import (
     with_null_decision,
 )
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
-from variants.answering.timing import SERVED, TimingRule
+from variants.answering.timing import SERVED, TimingRule, cpu_clock, cpu_since
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
@@ -121,6 +122,7 @@ class Engine:
                 self._start_batcher(loaded)
                 self.variants = {**self.variants, spec.name: loaded}
             self._builder.release()  # torch copies kept only for exports
+        identifier()  # the language check's model, loaded now rather than on the first question
         progress(1.0, "Ready")
         return self
 
@@ -351,6 +353,7 @@ class Engine:
         if check:
             self.check_input(question, context)
         rule = rule or TimingRule()
+        notice = language_notice(question, context)  # answered all the same
         started = time.perf_counter()
         order = sorted(names or [v.spec.name for v in self.loaded], key=lambda n: n != "baseline")
         results: dict[str, VariantResult] = {}
@@ -358,7 +361,7 @@ class Engine:
         last_ms: dict[str, float | None] = {}
         for name in order:
             result, run = self._prepare(name, null_threshold)
-            result.runs_asked, result.budget_s = rule.runs, rule.budget_s
+            result.runs_asked, result.budget_s, result.notice = rule.runs, rule.budget_s, notice
             results[name] = result
             if run is not None:
                 runners[name] = partial(run, question, context)
@@ -379,12 +382,16 @@ class Engine:
                 if rule.settle(last_ms.get(name)) and self._attempt(result, run) is None:
                     del runners[name]
                     continue
+                clock = cpu_clock()  # read outside the timed span: how busy the machine was during it
                 timed = time.perf_counter()
                 if (ans := self._attempt(result, run)) is None:
                     del runners[name]
                     continue
                 last_ms[name] = (time.perf_counter() - timed) * 1000
+                cpu_ms, wait_ms = cpu_since(clock)
                 result.latency_runs.append(round(last_ms[name], 3))
+                result.cpu_runs.append(cpu_ms)
+                result.wait_runs.append(wait_ms)
                 if not rule.warmup and len(result.latency_runs) == 1:  # no warm-up: the first timed run answers
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
             rounds += 1
