@@ -485,7 +485,8 @@ def test_a_queue_setting_of_zero_from_the_environment_is_refused(variable: str, 
 
 def test_the_title_counts_the_variants_shown(engine) -> None:
     intro = page_intro(engine)
-    assert intro.startswith("# One QA model, six variants side by side") and len(engine.loaded) == 6
+    assert intro.startswith("# One QA model, six variants\n") and len(engine.loaded) == 6
+    assert "Three answer side by side; the other three (the build steps between them) are one tick away" in intro
     assert "three ways" not in intro and "8-bit integers" in intro
     two = SimpleNamespace(loaded=engine.loaded[:2])
     assert page_intro(two).startswith("# One QA model, two variants")

@@ -99,7 +99,7 @@ def card_html(
     classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
     role, role_tip = ROLES.get(spec.name, ROLES["headline" if spec.headline else "step"])
     head = (
-        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.label)}">'
+        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.description or spec.label)}">'
         f"{esc(short_label(spec.name, spec.label))}</span>"
         f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
     )

@@ -22,8 +22,7 @@ CARD_CSS = """
 .qa-answer { font-size: 1.35em; font-weight: 700; min-height: 1.4em; overflow-wrap: anywhere; }
 .qa-answer.qa-none { color: var(--body-text-color-subdued); font-style: italic; }
 .qa-answer.qa-pending { font-size: 1em; font-weight: 400; color: var(--body-text-color-subdued); }
-.qa-snippet { font-size: 0.85em; line-height: 1.45; color: var(--body-text-color-subdued); overflow-wrap: anywhere;
-  max-height: 9em; overflow: auto; }
+.qa-snippet { font-size: 0.85em; line-height: 1.45; color: var(--body-text-color-subdued); overflow-wrap: anywhere; }
 .qa-snippet mark { background: #fde68a; color: #111827; padding: 0 2px; border-radius: 3px; font-weight: 600; }
 .qa-metrics { display: grid; grid-template-columns: repeat(6, 1fr); gap: 6px; }
 .qa-metric { grid-column: span 2; }
