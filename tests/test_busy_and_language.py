@@ -189,3 +189,31 @@ def test_other_languages_are_answered_with_a_notice_everywhere(
     assert notice in out.err and len(out.out.strip().splitlines()) == len(engine.loaded)
     rows = make_answer_api(engine)(CONTEXT, QUESTION, None, 1, 0)
     assert {r["notice"] for r in rows} == {""}
+
+
+# --- one OpenMP spin for every entry point ---------------------------------------------------------------
+
+
+def test_openmp_spin_is_set_once_for_every_entry_point_unless_the_environment_says() -> None:
+    from variants.core.config import OPENMP_SPIN_COUNT, openmp_spin  # noqa: PLC0415
+
+    env: dict[str, str] = {}
+    openmp_spin(env)
+    assert env == {"GOMP_SPINCOUNT": OPENMP_SPIN_COUNT}
+    mine = {"GOMP_SPINCOUNT": "300000"}
+    openmp_spin(mine)
+    assert mine == {"GOMP_SPINCOUNT": "300000"}
+    passive = {"OMP_WAIT_POLICY": "PASSIVE"}
+    openmp_spin(passive)
+    assert passive == {"OMP_WAIT_POLICY": "PASSIVE"}  # its own policy: no spin count forced on it
+
+
+def test_importing_variants_sets_the_spin_before_torch_loads() -> None:
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    code = "import sys, os, variants.cli; print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "1000"
