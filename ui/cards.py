@@ -163,7 +163,8 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
         speed = _metric("1.00×", "reference speed", "qa-speed", "Speedups compare median latencies.")
     elif result.speedup and not result.pending:
         value, caption = speed_words(result.speedup)
-        speed = _metric(value, caption, "qa-speed" + (" qa-good" if result.speedup >= 1 else ""), SPEED_TIP)
+        good = result.speedup >= 1 and not result.busy  # not shown as a gain when the machine was busy
+        speed = _metric(value, caption, "qa-speed" + (" qa-good" if good else ""), SPEED_TIP)
     else:
         speed = _metric("–", "vs baseline", "qa-speed")
     size = size_words(baseline, result)
