@@ -86,12 +86,12 @@ def test_quiet_runs_crown_a_winner_and_busy_runs_do_not(engine) -> None:
     fill_timing(disturbed, rule, done=True)
     assert disturbed["pruned"].busy and disturbed["pruned"].stretch == pytest.approx(2.3)
     words = busy_words(disturbed.values())
-    assert words.startswith("The machine was busy: runs took up to 2.3× their computing time")
+    assert words.startswith("The machine was busy: waiting for a CPU, runs took up to 2.3× their computing time")
     assert "unreliable" in words
     text = html.unescape(summary_html(engine, HEADLINE, disturbed, running=False))
     assert words in text and "Fastest" not in text and "faster than" not in text  # no winner from disturbed runs
     card = html.unescape(card_html(engine.variants["pruned"], disturbed["pruned"], CONTEXT, "done"))
-    assert "The machine was busy: these runs took 2.3× their computing time" in card
+    assert "The machine was busy: waiting for a CPU, these runs took 2.3× their computing time" in card
     other = html.unescape(card_html(engine.variants["baseline"], disturbed["baseline"], CONTEXT, "done"))
     assert "The machine was busy" not in other  # each card speaks for its own runs
 

@@ -200,9 +200,8 @@ def _busy_note(result: VariantResult) -> str:
         "run but waited for a CPU that other work held. The median run took this many times its computing time."
     )
     return (
-        f'<div class="qa-note qa-busy-note" title="{esc(tip)}">The machine was busy: these runs took '
-        f"{result.stretch:.1f}× their computing time waiting for a CPU, so this latency and speedup are "
-        "unreliable.</div>"
+        f'<div class="qa-note qa-busy-note" title="{esc(tip)}">The machine was busy: waiting for a CPU, these '
+        f"runs took {result.stretch:.1f}× their computing time, so this latency and speedup are unreliable.</div>"
     )
 
 

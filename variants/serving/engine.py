@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from variants.answering.language import identifier, language_notice
 from variants.answering.qa import (
@@ -96,6 +97,8 @@ class Engine:
     # When to say "no answer" (see variants.answering.qa.NullThreshold): 0, transformers' pipeline rule, by default;
     # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
     null_threshold: NullThreshold = 0.0
+    # the variants run in this process, so its CPU time and its threads' waits say how busy the machine was
+    measures_cpu: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
@@ -382,16 +385,17 @@ class Engine:
                 if rule.settle(last_ms.get(name)) and self._attempt(result, run) is None:
                     del runners[name]
                     continue
-                clock = cpu_clock()  # read outside the timed span: how busy the machine was during it
+                clock = cpu_clock() if self.measures_cpu else None  # outside the timed span: how busy it was
                 timed = time.perf_counter()
                 if (ans := self._attempt(result, run)) is None:
                     del runners[name]
                     continue
                 last_ms[name] = (time.perf_counter() - timed) * 1000
-                cpu_ms, wait_ms = cpu_since(clock)
                 result.latency_runs.append(round(last_ms[name], 3))
-                result.cpu_runs.append(cpu_ms)
-                result.wait_runs.append(wait_ms)
+                if clock is not None:
+                    cpu_ms, wait_ms = cpu_since(clock)
+                    result.cpu_runs.append(cpu_ms)
+                    result.wait_runs.append(wait_ms)
                 if not rule.warmup and len(result.latency_runs) == 1:  # no warm-up: the first timed run answers
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
             rounds += 1

@@ -119,7 +119,7 @@ def busy_words(results: Iterable[VariantResult]) -> str:
     if worst is None:
         return ""
     return (
-        f"The machine was busy: runs took up to {worst:.1f}× their computing time waiting for a CPU, "
+        f"The machine was busy: waiting for a CPU, runs took up to {worst:.1f}× their computing time, "
         "so these latencies and speedups are unreliable; ask again when it is quieter."
     )
 
