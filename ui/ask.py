@@ -187,8 +187,11 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         latency_ms (the median of the timed runs), latency_runs, latency_min_ms, latency_max_ms, timed_runs
         (k), runs_asked, budget_s, timing (what was done, in words), null_threshold, device, provider, dtype,
         start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup
-        (baseline median / this median), latency_only, pending and error; `answer` is "" when the model finds
-        no answer in the context, and `guess` (with its offsets and probability) is then the best span that
+        (baseline median / this median), latency_only, pending and error; cpu_runs and wait_runs (the process's
+        CPU time during each timed run and how long its threads waited for a CPU, ms), stretch (the median run's
+        (CPU + wait) / CPU) and busy (stretch above 1.25: the machine was busy, the latencies are unreliable);
+        notice (one line when the question or context is not English, else ""). `answer` is "" when the model
+        finds no answer in the context, and `guess` (with its offsets and probability) is then the best span that
         "no answer" beat.
         """
         try:
