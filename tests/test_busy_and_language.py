@@ -217,3 +217,24 @@ def test_importing_variants_sets_the_spin_before_torch_loads() -> None:
     code = "import sys, os, variants.cli; print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split()[-1] == "1000"
+
+
+# --- refused calls: one line in the log, no traceback ---------------------------------------------------
+
+
+def test_a_refused_call_logs_one_line_and_no_traceback(engine, caplog) -> None:
+    import logging  # noqa: PLC0415
+
+    import gradio as gr  # noqa: PLC0415
+
+    caplog.set_level(logging.WARNING, logger="app")
+    for context in ("", "\x00\x01\x02" * 20):
+        with pytest.raises(gr.Error) as refused:
+            make_answer_api(engine)(context, QUESTION)
+        assert refused.value.print_exception is False  # gradio prints no traceback for it
+    lines = [r for r in caplog.records if r.name == "app"]
+    assert len(lines) == 2 and all(r.getMessage().startswith("/answer refused: ") for r in lines)
+    assert all("\n" not in r.getMessage() and r.exc_info is None for r in lines)
+    with pytest.raises(gr.Error):
+        next(make_ask(engine)("", QUESTION, []))
+    assert caplog.records[-1].getMessage().startswith("Ask refused: Please paste a context")
