@@ -545,3 +545,12 @@ def test_shipped_models_answer_the_normans_question(tmp_path_factory: pytest.Tem
     for r in results:
         # Each model's calibrated threshold decides whether it answers; the span it found is France either way.
         assert r["error"] is None and (r["answer"] or r["guess"]) == "France", r
+
+
+def test_the_start_up_lines_name_this_apps_share_flag(monkeypatch) -> None:
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    text = app.launch_message("http://127.0.0.1:7860/", None)
+    assert "http://127.0.0.1:7860/" in text and "--share" in text and "share=True" not in text
+    assert "public URL: https://x.gradio.live" in app.launch_message("http://127.0.0.1:7860/", "https://x.gradio.live")
+    monkeypatch.setenv("SPACE_ID", "someone/space")
+    assert "--share" not in app.launch_message("http://0.0.0.0:7860/", None)  # a Space has its own address
