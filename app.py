@@ -257,14 +257,34 @@ def main(argv: list[str] | None = None) -> int:
         max_custom_mb=custom_mb,
     )
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
-    try:
-        demo.launch(server_name=host, server_port=port, share=args.share, app_kwargs={"routes": lean}, **launch_style())
+    try:  # quiet: gradio's own lines would tell a visitor to set share=True in launch(); ours name --share
+        demo.launch(
+            server_name=host,
+            server_port=port,
+            share=args.share,
+            app_kwargs={"routes": lean},
+            quiet=True,
+            prevent_thread_lock=True,
+            **launch_style(),
+        )
     except OSError:
         if not port_in_use(host, port):
             raise
         print(port_message(host, port), file=sys.stderr)  # taken while the models loaded
         return 2
+    print(launch_message(demo.local_url, demo.share_url if args.share else None), flush=True)
+    demo.block_thread()
     return 0
+
+
+def launch_message(local_url: str, share_url: str | None) -> str:
+    """Where the page is, and how to get a public link (this app's --share, not gradio's launch argument)."""
+    lines = [f"* Running on local URL:  {local_url}"]
+    if share_url:
+        lines.append(f"* Running on public URL: {share_url}")
+    elif not config.on_space():  # a Space has its own public address
+        lines.append("* To create a public link, start the app with --share.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -96,8 +96,10 @@ def test_ask_fills_every_card(page, shots: Path) -> None:
     assert "8-bit integers" in cards.nth(3).inner_text()
     assert "CPUExecutionProvider · INT8" in cards.nth(3).locator(".qa-runtime").get_attribute("title")
     assert page.locator("#injected").count() == 0  # user text is escaped, never injected
-    assert re.search(r"faster than the baseline|baseline was fastest", page.locator(".qa-summary").inner_text())
-    assert page.locator("#latency-chart .js-plotly-plot .bars .point").count() == 4
+    summary = page.locator(".qa-summary").inner_text()  # a busy machine crowns no winner and says so
+    assert re.search(r"faster than the baseline|baseline was fastest|The machine was busy", summary)
+    # the chart is hidden until the first question, so plotly draws it a moment after the cards
+    page.wait_for_function("document.querySelectorAll('#latency-chart .js-plotly-plot .bars .point').length === 4")
     page.screenshot(path=str(shots / "ask.png"), full_page=True)
 
 
@@ -130,7 +132,7 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
-    page.get_by_text("Build steps").wait_for()
+    page.get_by_role("columnheader", name="Build steps").wait_for()  # the page's intro speaks of build steps too
     page.screenshot(path=str(shots / "about.png"), full_page=True)
 
 

@@ -50,6 +50,8 @@ def test_remote_engine_answers_as_the_engine_with_the_requests_threshold(backend
         want = local.answer_one("baseline", QUESTION, CONTEXT, null_threshold=threshold)
         assert (got.answer, got.start, got.end, got.score) == (want.answer, want.start, want.end, want.score)
         assert got.error is None and len(got.latency_runs) == 2 and got.provider == "PyTorch"
+        # the model ran elsewhere: this process's CPU time would say nothing about the machine it ran on
+        assert got.cpu_runs == [] and got.stretch is None and not got.busy
     assert remote.answer_one("baseline", QUESTION, CONTEXT, null_threshold=-1e9).answer == ""  # always "no answer"
     # "calibrated": the replica decides with its model's threshold, and the card shows that one
     calibrated = remote.answer_one("baseline", QUESTION, CONTEXT, null_threshold="calibrated")

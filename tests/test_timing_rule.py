@@ -20,7 +20,7 @@ from ui.charts import latency_figure
 from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, TimingRule, same_size, size_ratio, speedup, spread
 from variants.cli import ask_main
 from variants.serving.http import create_app
-from variants.serving.outcome import VariantResult
+from variants.serving.outcome import VariantResult, busy_words
 
 HEADLINE = ["baseline", "pruned", "pruned-onnx-opt-int8"]
 
@@ -168,7 +168,8 @@ def test_ask_tab_leaves_out_what_is_ticked(engine) -> None:
     *_, (cards, summary, chart, last) = make_ask(engine)(CONTEXT, QUESTION, [], "pipeline", 0.0, 2, ["baseline"])
     assert re.findall(r'data-variant="([^"]+)"', cards) == ["pruned", "pruned-onnx-opt-int8"]
     assert set(last["results"]) == {"pruned", "pruned-onnx-opt-int8"}
-    assert all(r.speedup is None for r in last["results"].values()) and "Fastest" in summary
+    assert all(r.speedup is None for r in last["results"].values())
+    assert ("Fastest" in summary) != bool(busy_words(last["results"].values()))  # crowned unless the machine was busy
     assert len(chart.data[0].y) == 2
 
 

@@ -29,19 +29,32 @@ LAST_STEP_WORDS = {"int8": "**quantized to 8-bit integers**", "fp16": "**run in 
 
 
 def page_intro(engine: Engine) -> str:
-    """The page's title and first paragraph, in Markdown, for the variants this engine loaded (six for the
-    CPU chain: the title counts what the page can show, the Ask tab's checkboxes included)."""
+    """The page's title and first paragraph, in Markdown, for the variants this engine loaded: how many there
+    are, how many the Ask tab shows side by side (the headline ones) and that the build steps between them are
+    one tick away."""
     n = len(engine.loaded)
-    words = NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else f"{n:,}"
-    title = f"# One QA model, {words} variants side by side" if n > 1 else "# One QA model on this machine"
+    shown = sum(v.spec.headline for v in engine.loaded) or n
+    title = f"# One QA model, {number(n)} variants" if n > 1 else "# One QA model on this machine"
     steps = {step for v in engine.loaded for step in v.spec.steps}
     last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
+    where = f"{number(shown).capitalize()} answer side by side"
+    if n > shown:
+        more = n - shown
+        where += (
+            f"; the other {number(more)} (the build steps between them) are one tick away, under “Also show the "
+            "intermediate steps”"
+        )
     return (
         f"{title}\n"
         f"Ask a question about a passage: the **baseline** and its versions made faster step by step (**pruned**, "
-        f"**exported to ONNX Runtime**, graph-optimized, {last}) each answer it, live on this machine. Compare "
-        "answer, latency and model size."
+        f"**exported to ONNX Runtime**, graph-optimized, {last}) each answer it, live on this machine. {where}. "
+        "Compare answer, latency and model size."
     )
+
+
+def number(n: int) -> str:
+    """A count in words up to ten, in digits above."""
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else f"{n:,}"
 
 
 # --- About tab ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from variants.serving.outcome import VariantResult
 from . import SAMPLE_FILE
 from .cards import cards_html, summary_html
 from .charts import latency_figure
+from .errors import refused
 from .styles import CARD_CSS, html_block
 from .text import esc
 
@@ -86,10 +87,10 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
         try:
             engine.check_input(question, context)
         except InputError as exc:
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc), "Ask") from None
         names = selected_names(engine, extra, leave_out)
         if not names:
-            raise gr.Error("Every variant is left out: untick one under “Leave out”.")
+            raise refused("Every variant is left out: untick one under “Leave out”.", "Ask")
         results: dict[str, VariantResult] = {}
         yield (
             cards_html(engine, names, results, context, running=True),
@@ -111,7 +112,7 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
                     last,
                 )
         except InputError as exc:  # e.g. a question too long for the model's window
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc), "Ask") from None
         yield (
             cards_html(engine, names, results, context),
             summary_html(engine, names, results, running=False),
@@ -186,8 +187,11 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         latency_ms (the median of the timed runs), latency_runs, latency_min_ms, latency_max_ms, timed_runs
         (k), runs_asked, budget_s, timing (what was done, in words), null_threshold, device, provider, dtype,
         start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup
-        (baseline median / this median), latency_only, pending and error; `answer` is "" when the model finds
-        no answer in the context, and `guess` (with its offsets and probability) is then the best span that
+        (baseline median / this median), latency_only, pending and error; cpu_runs and wait_runs (the process's
+        CPU time during each timed run and how long its threads waited for a CPU, ms), stretch (the median run's
+        (CPU + wait) / CPU) and busy (stretch above 1.25: the machine was busy, the latencies are unreliable);
+        notice (one line when the question or context is not English, else ""). `answer` is "" when the model
+        finds no answer in the context, and `guess` (with its offsets and probability) is then the best span that
         "no answer" beat.
         """
         try:
@@ -197,7 +201,7 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
             results = engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing)
             return [r.to_json() for r in results]
         except (InputError, ValueError) as exc:
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc), "/answer") from None
 
     return answer
 
@@ -342,7 +346,8 @@ def ask_tab(
                     custom_status = html_block("", elem_id="custom-status")
     summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
     cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
-    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart")
+    # hidden until the first question: an empty chart is a white box
+    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     gr.on(
         [submit.click, question.submit],
@@ -356,6 +361,14 @@ def ask_tab(
         **group,
     )
     gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
+    gr.on(
+        [submit.click, question.submit],
+        lambda: gr.Plot(visible=True),
+        None,
+        [chart],
+        api_visibility="private",
+        queue=False,
+    )
     rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
     gr.on(
         [extra.change, leave_out.change],

@@ -5,7 +5,7 @@ from variants.building import custom
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
 from variants.serving.engine import Engine, LoadedVariant
-from variants.serving.outcome import VariantResult
+from variants.serving.outcome import VariantResult, busy_words
 
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 
@@ -99,7 +99,7 @@ def card_html(
     classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
     role, role_tip = ROLES.get(spec.name, ROLES["headline" if spec.headline else "step"])
     head = (
-        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.label)}">'
+        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.description or spec.label)}">'
         f"{esc(short_label(spec.name, spec.label))}</span>"
         f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
     )
@@ -108,7 +108,12 @@ def card_html(
     if state == "error":
         body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
     elif state in ("done", "timing") and result is not None:
-        body = _answer_block(result, context) + _metrics_block(result, baseline) + _timing_note(result)
+        body = (
+            _answer_block(result, context)
+            + _metrics_block(result, baseline)
+            + _timing_note(result)
+            + _busy_note(result)
+        )
     else:
         waiting = {"running": "running…", "stale": "not run for this question: press Ask"}.get(state, "")
         body = f'<div class="qa-answer qa-pending">{esc(waiting) or "&nbsp;"}</div>' + _static_metrics(info)
@@ -159,7 +164,8 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
         speed = _metric("1.00×", "reference speed", "qa-speed", "Speedups compare median latencies.")
     elif result.speedup and not result.pending:
         value, caption = speed_words(result.speedup)
-        speed = _metric(value, caption, "qa-speed" + (" qa-good" if result.speedup >= 1 else ""), SPEED_TIP)
+        good = result.speedup >= 1 and not result.busy  # not shown as a gain when the machine was busy
+        speed = _metric(value, caption, "qa-speed" + (" qa-good" if good else ""), SPEED_TIP)
     else:
         speed = _metric("–", "vs baseline", "qa-speed")
     size = size_words(baseline, result)
@@ -183,6 +189,20 @@ def _timing_note(result: VariantResult) -> str:
     return (
         f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{runs}, not {result.runs_asked}: '
         f"what fitted in the time limit{esc(budget)} (a long passage takes longer per run)</div>"
+    )
+
+
+def _busy_note(result: VariantResult) -> str:
+    """When the machine was busy while this variant was timed: how much its runs waited for a CPU."""
+    if result.pending or not result.busy or not result.stretch:
+        return ""
+    tip = (
+        "Each timed run's wall time against the CPU time this process spent meanwhile: its threads were ready to "
+        "run but waited for a CPU that other work held. The median run took this many times its computing time."
+    )
+    return (
+        f'<div class="qa-note qa-busy-note" title="{esc(tip)}">The machine was busy: waiting for a CPU, these '
+        f"runs took {result.stretch:.1f}× their computing time, so this latency and speedup are unreliable.</div>"
     )
 
 
@@ -235,7 +255,14 @@ def cards_html(
 def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
     """One line a stakeholder can read: the fastest variant among those that answered, its speedup and size
     (medians), then how many variants answered and how many of those give the baseline's answer ("no answer"
-    twice is not agreement), then what the timing did."""
+    twice is not agreement), then what the timing did. Above it, the engine's notice about the input (a
+    question or passage not in English); instead of a winner, that the machine was too busy to crown one."""
+    notice = next((r.notice for r in results.values() if r.notice), "")
+    line = f'<div class="qa-input-notice">{esc(notice)}</div>' if notice else ""
+    return line + _summary_line(names, results, running)
+
+
+def _summary_line(names: list[str], results: dict[str, VariantResult], running: bool) -> str:
     if running:
         done = len(results)
         if done < len(names) or not any(r.pending for r in results.values()):
@@ -249,7 +276,9 @@ def summary_html(engine: Engine, names: list[str], results: dict[str, VariantRes
         text = "No variant could answer: the cards say why." if results else "Ask a question to compare the variants."
         return f'<div class="qa-summary qa-muted">{esc(text)}</div>'
     timing = _timing_line(ok)
-    return f'<div class="qa-summary">{_speed_line(ok, results.get("baseline"))}.<br>{answers_line(ok)}{timing}</div>'
+    busy = busy_words(ok)  # no winner crowned from runs that waited for a CPU
+    lead = f'<span class="qa-busy">{esc(busy)}</span>' if busy else _speed_line(ok, results.get("baseline")) + "."
+    return f'<div class="qa-summary">{lead}<br>{answers_line(ok)}{timing}</div>'
 
 
 def _timing_line(ok: list[VariantResult]) -> str:

@@ -22,8 +22,7 @@ CARD_CSS = """
 .qa-answer { font-size: 1.35em; font-weight: 700; min-height: 1.4em; overflow-wrap: anywhere; }
 .qa-answer.qa-none { color: var(--body-text-color-subdued); font-style: italic; }
 .qa-answer.qa-pending { font-size: 1em; font-weight: 400; color: var(--body-text-color-subdued); }
-.qa-snippet { font-size: 0.85em; line-height: 1.45; color: var(--body-text-color-subdued); overflow-wrap: anywhere;
-  max-height: 9em; overflow: auto; }
+.qa-snippet { font-size: 0.85em; line-height: 1.45; color: var(--body-text-color-subdued); overflow-wrap: anywhere; }
 .qa-snippet mark { background: #fde68a; color: #111827; padding: 0 2px; border-radius: 3px; font-weight: 600; }
 .qa-metrics { display: grid; grid-template-columns: repeat(6, 1fr); gap: 6px; }
 .qa-metric { grid-column: span 2; }
@@ -41,6 +40,9 @@ CARD_CSS = """
 """
 BANNER_CSS = """
 .qa-summary { font-size: 1.05em; padding: 10px 14px; border-radius: 8px; background: var(--background-fill-secondary); }
+.qa-input-notice { padding: 6px 12px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb;
+  color: #78350f; margin-bottom: 6px; }
+.qa-busy { color: #b45309; }
 .qa-muted { color: var(--body-text-color-subdued); }
 .qa-agree { font-size: 0.88em; color: var(--body-text-color-subdued); }
 .qa-notice { padding: 10px 14px; border-radius: 8px; border: 1px solid #f59e0b; background: #fffbeb; color: #78350f;

@@ -6,7 +6,7 @@ Every piece of user or model text reaches HTML through :func:`esc`; nothing else
 import html
 import math
 
-SNIPPET_RADIUS = 180  # characters of context shown either side of an answer
+SNIPPET_RADIUS = 150  # characters of context shown either side of an answer, cut at a word with an ellipsis
 
 
 def esc(value: object) -> str:

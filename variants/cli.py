@@ -35,6 +35,7 @@ from variants.core.config import (
 )
 from variants.serving.batching import BatchingConfig
 from variants.serving.engine import Engine, load_engine
+from variants.serving.outcome import busy_words
 
 
 def _whole_number(text: str, least: int) -> int:
@@ -213,13 +214,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = 1 if any(r.error for r in results) else 0  # a script sees that a variant did not answer
+    notice = next((r.notice for r in results if r.notice), "")
+    for line in filter(None, [notice, busy_words(results)]):  # on stderr, with --json too: stdout stays the answers
+        print(line, file=sys.stderr)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
         return failed
     print("\n".join(answer_line(r) for r in results))
     timing = next((r.timing for r in results if r.timing), "")
     if timing:
-        # on stderr: stdout stays one line per variant
         print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns", file=sys.stderr)
     return failed
 

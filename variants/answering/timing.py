@@ -9,6 +9,7 @@ per pair: a loaded variant through the engine's decoding, or the transformers pi
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -383,6 +384,61 @@ class TimingRule:
         if k < self.runs and self.budget_s is not None:
             text += f" ({self.runs} asked; the {self.budget_s:g} s time budget allowed {k})"
         return text + (", after one untimed warm-up run each" if self.warmup else "")
+
+
+# --- how busy the machine was while a run was timed --------------------------------------------------
+
+BUSY_ABOVE = 1.25  # a variant whose typical run took more than 1.25x its computing time was disturbed
+
+
+def cpu_clock() -> tuple[float, float | None]:
+    """This process's CPU time so far and how long its threads have waited for a CPU while ready to run
+    (seconds; the wait None where the kernel does not say).
+
+    Wall time alone cannot tell a slow variant from a busy machine; CPU time can. On Linux each thread's
+    ``/proc/self/task/<tid>/schedstat`` gives its time on a CPU and its time runnable but waiting for one
+    (the scheduler's run delay). Summed over the process's threads, they cover every thread a run uses:
+    the caller, PyTorch's and ONNX Runtime's compute threads and a batcher's. A thread that waits on a lock
+    or I/O is asleep and counts in neither. Elsewhere: ``time.process_time`` and no wait.
+    """
+    cpu = wait = 0
+    try:
+        tasks = list(os.scandir("/proc/self/task"))
+    except OSError:
+        return time.process_time(), None
+    for task in tasks:
+        try:
+            with open(f"{task.path}/schedstat") as f:
+                on_cpu, delay, _ = f.read().split()
+        except (OSError, ValueError):  # a thread that ended meanwhile, or a kernel without schedstat
+            continue
+        cpu, wait = cpu + int(on_cpu), wait + int(delay)
+    if cpu == 0:  # no schedstat at all
+        return time.process_time(), None
+    return cpu / 1e9, wait / 1e9
+
+
+def cpu_since(start: tuple[float, float | None]) -> tuple[float, float | None]:
+    """CPU and wait time (ms) since ``start`` (a :func:`cpu_clock` reading); never below 0 (a thread that
+    ended in between takes its time with it)."""
+    cpu, wait = cpu_clock()
+    cpu_ms = round(max(0.0, cpu - start[0]) * 1000, 3)
+    if wait is None or start[1] is None:
+        return cpu_ms, None
+    return cpu_ms, round(max(0.0, wait - start[1]) * 1000, 3)
+
+
+def stretch(cpu_ms: list[float], wait_ms: list[float | None]) -> float | None:
+    """How many times its computing time a typical run took because its threads waited for a CPU: the median
+    over runs of (CPU + wait) / CPU. 1.0 on a machine with cores to spare, 2.0 when another process held
+    them half the time; None without a wait measure."""
+    ratios = [(c + w) / c for c, w in zip(cpu_ms, wait_ms, strict=False) if w is not None and c > 0]
+    return round(float(np.median(ratios)), 2) if ratios else None
+
+
+def busy(stretch_: float | None) -> bool:
+    """Whether runs this stretched are disturbed enough that their latencies and speedups cannot be trusted."""
+    return stretch_ is not None and stretch_ > BUSY_ABOVE
 
 
 SERVED = TimingRule(runs=1, budget_s=None, warmup=False)  # one request as it is served: POST /v1/answer's default

@@ -86,6 +86,7 @@ def run_settings(settings: DecodeSettings, options: Options) -> dict[str, Any]:
         "torch": torch.get_num_threads(),
         "onnxruntime": cpu_threads() or "default (all cores)",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),  # variants.core.config.openmp_spin
     }
     return {
         "max_length": settings.max_length,

@@ -125,6 +125,25 @@ def cpu_threads() -> int:
     return env_number(THREADS_ENV, int, 0)
 
 
+OPENMP_SPIN_COUNT = "1000"  # GOMP_SPINCOUNT unless the environment says otherwise (see openmp_spin)
+
+
+def openmp_spin(environ: dict[str, str] | None = None) -> None:
+    """Fix how long PyTorch's OpenMP threads busy-wait for work before they sleep (libgomp's ``GOMP_SPINCOUNT``),
+    so that it no longer depends on which thread asks. Called when :mod:`variants` is imported, before torch
+    loads libgomp (which reads it once); a ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` already set wins.
+
+    libgomp spins 300,000 times while a process has no more OpenMP threads than cores, 1,000 once it has more.
+    The app answers on worker threads, each with its own OpenMP team, so it had the short spin; ``python -m
+    variants ask`` answered on its main thread alone and had the long one, and on a shared 2-core VM its PyTorch
+    runs took 7x the page's time (and 7x the CPU: a thread spun while its partner waited for a core) for the
+    same question in the same minute. One spin count for every entry point makes them time alike.
+    """
+    environ = os.environ if environ is None else environ
+    if "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ:
+        environ["GOMP_SPINCOUNT"] = OPENMP_SPIN_COUNT
+
+
 def ort_spin() -> str:
     """When ONNX Runtime's threads may spin (``VARIANTS_ORT_SPIN``): "run" (default), "never" (0) or "always" (1).
 

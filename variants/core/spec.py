@@ -96,15 +96,15 @@ FALLBACK_PRESET = "embedded"
 def chain(family: Family, device: str) -> list[VariantSpec]:
     """The published chain for ``family``; the last step is FP16 on CUDA and INT8 on the CPU."""
     gpu = device.startswith("cuda")
-    last, last_label = ("fp16", "FP16") if gpu else ("int8", "INT8")
+    last = "fp16" if gpu else "int8"
     b, p = family.baseline, family.pruned
     variants = [
         VariantSpec(
-            "baseline", "Baseline (PyTorch FP32)", b, (), True, "The fine-tuned model as published, in PyTorch."
+            "baseline", SHORT_LABELS["baseline"], b, (), True, "The fine-tuned model as published, in PyTorch."
         ),
         VariantSpec(
             "pruned-dense",
-            "Pruned, stored dense (PyTorch)",
+            SHORT_LABELS["pruned-dense"],
             p,
             (),
             False,
@@ -113,7 +113,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
         ),
         VariantSpec(
             "pruned",
-            "Pruned (PyTorch, compacted)",
+            SHORT_LABELS["pruned"],
             p,
             ("compact",),
             True,
@@ -121,7 +121,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
         ),
         VariantSpec(
             "pruned-onnx",
-            "Pruned + ONNX",
+            SHORT_LABELS["pruned-onnx"],
             p,
             ("compact", "onnx"),
             False,
@@ -129,7 +129,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
         ),
         VariantSpec(
             "pruned-onnx-opt",
-            "Pruned + ONNX + ORT-optimized",
+            SHORT_LABELS["pruned-onnx-opt"],
             p,
             ("compact", "onnx", "optimize"),
             False,
@@ -137,7 +137,7 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
         ),
         VariantSpec(
             f"pruned-onnx-opt-{last}",
-            f"Pruned + ONNX + ORT-optimized + {last_label}",
+            SHORT_LABELS[f"pruned-onnx-opt-{last}"],
             p,
             ("compact", "onnx", "optimize", last),
             True,
@@ -236,7 +236,8 @@ def specs_from_config(data: dict, device: str) -> list[VariantSpec]:
     return preset(data.get("preset", DEFAULT_PRESET), device, overrides)
 
 
-# Short plain names for charts and card titles (the chain's labels spell every step; these fit on one line).
+# Each variant's one name, on every tab, chart, card and API (its ``label``); records made before there was one
+# name show these too (records.record.Record.short_label). Short enough for one line of a phone's card.
 SHORT_LABELS = {
     "baseline": "Baseline",
     "pruned-dense": "Pruned, stored dense",

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
+from variants.answering.language import identifier, language_notice
 from variants.answering.qa import (
     Answer,
     DecodeSettings,
@@ -29,7 +31,7 @@ from variants.answering.qa import (
     with_null_decision,
 )
 from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
-from variants.answering.timing import SERVED, TimingRule
+from variants.answering.timing import SERVED, TimingRule, cpu_clock, cpu_since
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
@@ -95,6 +97,8 @@ class Engine:
     # When to say "no answer" (see variants.answering.qa.NullThreshold): 0, transformers' pipeline rule, by default;
     # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
     null_threshold: NullThreshold = 0.0
+    # the variants run in this process, so its CPU time and its threads' waits say how busy the machine was
+    measures_cpu: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)
@@ -121,6 +125,7 @@ class Engine:
                 self._start_batcher(loaded)
                 self.variants = {**self.variants, spec.name: loaded}
             self._builder.release()  # torch copies kept only for exports
+        identifier()  # the language check's model, loaded now rather than on the first question
         progress(1.0, "Ready")
         return self
 
@@ -352,6 +357,7 @@ class Engine:
         if check:
             self.check_input(question, context)
         rule = rule or TimingRule()
+        notice = language_notice(question, context)  # answered all the same
         started = time.perf_counter()
         order = sorted(names or [v.spec.name for v in self.loaded], key=lambda n: n != "baseline")
         results: dict[str, VariantResult] = {}
@@ -359,7 +365,7 @@ class Engine:
         last_ms: dict[str, float | None] = {}
         for name in order:
             result, run = self._prepare(name, null_threshold)
-            result.runs_asked, result.budget_s = rule.runs, rule.budget_s
+            result.runs_asked, result.budget_s, result.notice = rule.runs, rule.budget_s, notice
             results[name] = result
             if run is not None:
                 runners[name] = partial(run, question, context)
@@ -380,12 +386,17 @@ class Engine:
                 if rule.settle(last_ms.get(name)) and self._attempt(result, run) is None:
                     del runners[name]
                     continue
+                clock = cpu_clock() if self.measures_cpu else None  # outside the timed span: how busy it was
                 timed = time.perf_counter()
                 if (ans := self._attempt(result, run)) is None:
                     del runners[name]
                     continue
                 last_ms[name] = (time.perf_counter() - timed) * 1000
                 result.latency_runs.append(round(last_ms[name], 3))
+                if clock is not None:
+                    cpu_ms, wait_ms = cpu_since(clock)
+                    result.cpu_runs.append(cpu_ms)
+                    result.wait_runs.append(wait_ms)
                 if not rule.warmup and len(result.latency_runs) == 1:  # no warm-up: the first timed run answers
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
             rounds += 1

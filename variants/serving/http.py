@@ -64,11 +64,17 @@ class AnswerResponse(BaseModel):
     dtype: str
     execution: str = Field("", description="how it ran where there is a choice, e.g. CUDA graphs or IOBinding")
     latency_only: bool = Field(False, description="random weights: the answer means nothing")
+    stretch: float | None = Field(
+        None, description="the median timed run's (CPU + wait for a CPU) / CPU time: 1.0 on an idle machine"
+    )
+    busy: bool = Field(False, description="the machine was busy while timing: latency_ms is unreliable")
+    notice: str = Field("", description="one line about the input, e.g. that it is not English")
 
 
 RESPONSE_FIELDS = (
     *("variant", "answer", "score", "start", "end", "latency_ms", "latency_min_ms", "latency_max_ms"),
     *("timed_runs", "timing", "device", "provider", "dtype", "execution", "latency_only"),
+    *("stretch", "busy", "notice"),
 )
 
 

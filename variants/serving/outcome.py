@@ -4,10 +4,11 @@ and how both are filled. No model code: the UI reads these without loading anyth
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from variants.answering.qa import Answer, InputError
-from variants.answering.timing import TimingRule, speedup, spread
+from variants.answering.timing import TimingRule, busy, speedup, spread, stretch
 from variants.building.sources import SourceUnavailable
 
 MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
@@ -22,6 +23,11 @@ class VariantResult:
     slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
     make k smaller; ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
     variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
+
+    How busy the machine was (:func:`~variants.answering.timing.cpu_clock`): ``cpu_runs`` is the process's CPU
+    time during each timed run and ``wait_runs`` how long its threads waited for a CPU meanwhile (ms, None
+    where the kernel does not say); ``stretch`` the median run's (CPU + wait) / CPU, and ``busy`` whether it is
+    above :data:`~variants.answering.timing.BUSY_ABOVE`, when its latency and speedup cannot be trusted.
     """
 
     variant: str
@@ -54,6 +60,11 @@ class VariantResult:
     budget_s: float | None = None  # the rule's time budget for the whole call (None: none)
     timing: str = ""  # what was done, e.g. "3 timed runs (5 asked; the 10 s time budget allowed 3), ..."
     pending: bool = False  # answered; the timed runs are still going
+    cpu_runs: list[float] = field(default_factory=list)  # the process's CPU time during each timed run, ms
+    wait_runs: list[float | None] = field(default_factory=list)  # its threads' wait for a CPU meanwhile, ms
+    stretch: float | None = None  # the median run's (CPU + wait) / CPU: 1.0 on an idle machine
+    busy: bool = False  # stretch above BUSY_ABOVE: the latency and the speedup are unreliable
+    notice: str = ""  # one line about the input every interface shows, e.g. that it is not English
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -79,7 +90,10 @@ def fill_answer(result: VariantResult, ans: Answer) -> None:
 
 def snapshot(results: dict[str, VariantResult]) -> dict[str, VariantResult]:
     """Copies of the results as they stand (the engine goes on filling its own)."""
-    return {name: replace(r, latency_runs=list(r.latency_runs)) for name, r in results.items()}
+    return {
+        name: replace(r, latency_runs=list(r.latency_runs), cpu_runs=list(r.cpu_runs), wait_runs=list(r.wait_runs))
+        for name, r in results.items()
+    }
 
 
 def fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool) -> None:
@@ -88,12 +102,27 @@ def fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool)
     for result in results.values():
         result.latency_ms, result.latency_min_ms, result.latency_max_ms = spread(result.latency_runs)
         result.timed_runs = len(result.latency_runs)
+        result.stretch = stretch(result.cpu_runs, result.wait_runs)
+        result.busy = busy(result.stretch)
     for result in results.values():
         ok = result.error is None and base is not None and base.error is None
         result.speedup = speedup(base.latency_ms, result.latency_ms) if ok else None
         if done:
             result.pending = False
             result.timing = rule.describe(result.timed_runs) if result.timed_runs and not result.error else ""
+
+
+def busy_words(results: Iterable[VariantResult]) -> str:
+    """One sentence when the machine was busy while the variants were timed (any of them stretched above
+    :data:`~variants.answering.timing.BUSY_ABOVE`), else "": the card, the summary, the API and the CLI all
+    say it in these words."""
+    worst = max((r.stretch for r in results if r.busy and r.stretch), default=None)
+    if worst is None:
+        return ""
+    return (
+        f"The machine was busy: waiting for a CPU, runs took up to {worst:.1f}× their computing time, "
+        "so these latencies and speedups are unreliable; ask again when it is quieter."
+    )
 
 
 def describe_error(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -64,6 +64,8 @@ class RemoteEngine(Engine):
 
     backend: str = ""
     clients: dict[str, AnswerClient] = field(default_factory=dict, repr=False)
+    # the variants run elsewhere: this process's CPU time says nothing about theirs (no busy flag from here)
+    measures_cpu: ClassVar[bool] = False
 
     def load(self, progress: Progress | None = None) -> RemoteEngine:
         """Ask the backend which variants it serves; a variant it does not serve carries the reason."""
