@@ -8,8 +8,9 @@ with the official SQuAD v2 metric of :mod:`variants.core.squad`, as the bench's 
 the F1 here and ``bench --data`` on the same file agree. Without answers in the file, agreement with the
 baseline stands in for accuracy.
 
-An :class:`Evaluation` runs in chunks (:meth:`Evaluation.step`): a few questions per variant, the variants
-taking turns as in the bench's latency pass, about ``chunk_s`` seconds per chunk. The app runs one chunk per
+An :class:`Evaluation` runs in chunks (:meth:`Evaluation.step`): one variant's turn on a block of questions,
+as many as the slowest variant answers in about ``chunk_s`` seconds; the variants take turns on each block, as in
+the bench's latency pass. The app runs one chunk per
 turn of its model queue, so that a question asked on the Ask tab meanwhile waits for one chunk, not the run.
 """
 
@@ -35,12 +36,15 @@ from variants.core.squad import QAExample, compute_f1, normalize_answer
 from variants.records.record import Record
 from variants.records.results import save_record
 
-CHUNK_S = 0.25  # model time per chunk: an Ask question asked meanwhile waits about this long for its turn
+# Model time per chunk: an Ask question asked meanwhile waits about this long for its turn. An Ask question (three
+# variants, one untimed and up to five timed runs each) takes about 0.5 s on 2 cores; a chunk shorter than that keeps
+# it within twice its usual time, and longer chunks cost fewer trips through the queue.
+CHUNK_S = 0.4
 LATENCY_METHOD = (
     "batch 1, one question end to end (tokenize, every window, decode), each question once per variant; the "
-    "variants take turns over chunks of a few questions (about chunk_s seconds for all of them), each turn after "
-    "one untimed question where the variant runs under the timing rule's settle_below_ms. On the visitor's own "
-    "questions, as they were given; the machine may have served other requests between chunks"
+    "variants take turns on blocks of questions (as many as the slowest answers in about chunk_s seconds), each "
+    "turn after one untimed question where the variant runs under the timing rule's settle_below_ms. On the "
+    "visitor's own questions, as they were given; the machine may have served other requests between chunks"
 )
 
 
@@ -98,7 +102,9 @@ class Evaluation:
         self.stopped: str | None = None  # why it ended early ("stopped", "time limit"), None otherwise
         self.created = datetime.now(UTC)
         self.sha256 = hashlib.sha256(data_bytes).hexdigest() if data_bytes is not None else None
-        self._per_question_s: float | None = None
+        self._per_question_s: dict[str, float] = {}  # each variant's seconds per question so far
+        self._block: list[QAExample] | None = None  # the questions the variants are taking turns on
+        self._turns: list[Runner] = []  # the variants yet to answer the block
         self._last_ms: dict[str, float] = {}
         self._rule = TimingRule()
 
@@ -122,48 +128,54 @@ class Evaluation:
 
     @property
     def fraction(self) -> float:
-        return self.position / self.total
+        """Share of the questions answered by every variant (a block counts as its turns go)."""
+        if self._block is None or self.finished:
+            return self.position / self.total
+        live = max(1, len(self.live_runners))
+        return (self.position + len(self._block) * (1 - len(self._turns) / live)) / self.total
 
     def stop(self, reason: str = "stopped") -> None:
         """End the run where it is (the questions answered so far are scored)."""
         if not self.finished:
             self.stopped = reason
 
-    def chunk_size(self) -> int:
-        """Questions in the next chunk: as many as fit ``chunk_s`` for all the variants, by the chunks so far."""
-        if not self._per_question_s:
-            return 1
-        return max(1, min(64, int(self.chunk_s / self._per_question_s)))
+    def block_size(self) -> int:
+        """Questions in the next block: as many as the slowest variant answers in ``chunk_s``, by its times so far."""
+        slowest = max((self._per_question_s.get(r.name, 0.0) for r in self.live_runners), default=0.0)
+        return 1 if not slowest else max(1, min(64, int(self.chunk_s / slowest)))
 
     def step(self) -> bool:
-        """Answer the next chunk with every variant in turn; True while questions are left."""
+        """One chunk: one variant's turn on the current block of questions (the variants take turns, as in the
+        bench's latency pass); True while questions are left."""
         if self.finished:
             return False
+        if self._block is None:  # a new block: every variant still running answers it, one turn each
+            self._block = self.examples[self.position : self.position + self.block_size()]
+            self._turns = list(self.live_runners)
         started = time.perf_counter()
-        chunk = self.examples[self.position : self.position + self.chunk_size()]
-        for runner in self.live_runners:
-            timing = self.timings[runner.name]
-            try:
-                if self.position == 0 or self._rule.settle(self._last_ms.get(runner.name)):
-                    runner.answer([(chunk[0].question, chunk[0].context)], 1)  # untimed: warm-up or settle
-                for e in chunk:
-                    t0 = time.perf_counter()
-                    ((text, margin),) = runner.answer([(e.question, e.context)], 1)
-                    self._last_ms[runner.name] = (time.perf_counter() - t0) * 1000
-                    timing.times_ms.append(self._last_ms[runner.name])
-                    timing.preds[e.id] = text
-                    if margin is not None:
-                        timing.na_probs[e.id] = margin
-            except Exception as exc:  # this variant drops out; the others go on
-                timing.error = describe(exc)
+        runner, block = self._turns.pop(0), self._block
+        timing = self.timings[runner.name]
+        try:
+            if self.position == 0 or self._rule.settle(self._last_ms.get(runner.name)):
+                runner.answer([(block[0].question, block[0].context)], 1)  # untimed: warm-up, or settle after another
+            for e in block:
+                t0 = time.perf_counter()
+                ((text, margin),) = runner.answer([(e.question, e.context)], 1)
+                self._last_ms[runner.name] = (time.perf_counter() - t0) * 1000
+                timing.times_ms.append(self._last_ms[runner.name])
+                timing.preds[e.id] = text
+                if margin is not None:
+                    timing.na_probs[e.id] = margin
+        except Exception as exc:  # this variant drops out; the others go on
+            timing.error = describe(exc)
         elapsed = time.perf_counter() - started
         self.seconds += elapsed
         self.chunks += 1
-        self.position += len(chunk)
-        per_question = elapsed / len(chunk)
-        self._per_question_s = (
-            per_question if self._per_question_s is None else 0.5 * (self._per_question_s + per_question)
-        )
+        own = self._per_question_s.get(runner.name)
+        self._per_question_s[runner.name] = elapsed / len(block) if own is None else (own + elapsed / len(block)) / 2
+        if not self._turns:  # every variant has answered the block
+            self.position += len(block)
+            self._block = None
         if self.max_seconds is not None and self.seconds >= self.max_seconds and self.position < self.total:
             self.stopped = "time limit"
         return not self.finished
@@ -176,13 +188,14 @@ class Evaluation:
 
     def answers(self) -> dict[str, dict[str, str]]:
         """Each variant's answers so far (question id -> text, "" for no answer), decided at threshold 0."""
-        out = {}
+        out, done = {}, {e.id for e in self.done}  # a block stopped half-way is left out
         for runner in self.runners:
             timing = self.timings[runner.name]
-            if timing.error or not timing.preds:
+            preds = {q: text for q, text in timing.preds.items() if q in done}
+            if timing.error or not preds:
                 continue
-            margins = timing.na_probs if len(timing.na_probs) == len(timing.preds) else None
-            out[runner.name] = decisions(timing.preds, margins, 0.0) if margins is not None else dict(timing.preds)
+            margins = {q: timing.na_probs[q] for q in preds if q in timing.na_probs}
+            out[runner.name] = decisions(preds, margins, 0.0) if len(margins) == len(preds) else preds
         return out
 
     def record(self) -> Record:
@@ -194,9 +207,8 @@ class Evaluation:
             if timing.error or not timing.times_ms:
                 continue
             fill_latency(entry, timing)
-            if labelled and not entry.latency_only:
-                asked = [e for e in done if e.id in timing.preds]
-                fill_accuracy(entry, asked, timing.preds, timing.na_probs)
+            if labelled and not entry.latency_only and (spans := {e.id: timing.preds[e.id] for e in done}):
+                fill_accuracy(entry, done, spans, {q: timing.na_probs[q] for q in spans if q in timing.na_probs})
         compare(self.entries, None, self.answers())
         counts = QuestionSet(done, labelled, self.questions.format).counts
         data = {
