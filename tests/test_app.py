@@ -132,9 +132,9 @@ def test_bad_input_gives_a_clear_error_and_breaks_nothing(client: Client, contex
 
 
 def test_api_surface(client: Client) -> None:
-    """Only /answer is documented; the UI's handlers are private."""
+    """Only /answer and /evaluate are documented; the UI's handlers are private."""
     api = client.view_api(print_info=False, return_format="dict")
-    assert set(api["named_endpoints"]) == {"/answer"}
+    assert set(api["named_endpoints"]) == {"/answer", "/evaluate"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
     assert params == ["context", "question", "null_threshold", "runs", "budget_s"]
 

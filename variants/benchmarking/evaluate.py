@@ -176,7 +176,8 @@ class Evaluation:
         if not self._turns:  # every variant has answered the block
             self.position += len(block)
             self._block = None
-        if self.max_seconds is not None and self.seconds >= self.max_seconds and self.position < self.total:
+        over = self.max_seconds is not None and self.seconds >= self.max_seconds
+        if over and self._block is None and self.position < self.total:  # at the end of a block: it counts whole
             self.stopped = "time limit"
         return not self.finished
 

@@ -118,10 +118,14 @@ def decode(data: bytes | str, limits: Limits) -> str:
 
 
 def sniff(text: str) -> str:
-    if text.startswith("{"):
-        first = text.split("\n", 1)[0]
-        return "squad" if '"data"' in text[:2000] and not first.rstrip().endswith("}") else "jsonl"
-    return "csv"
+    """SQuAD JSON (one object with a 'data' list, often on one line), JSON Lines (objects, one a line), or CSV."""
+    if not text.startswith("{"):
+        return "csv"
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        return "jsonl"
+    return "squad" if isinstance(raw, dict) and "data" in raw else "jsonl"
 
 
 Row = tuple[int, object]  # (the row's number as the person sees it, the row)
