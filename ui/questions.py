@@ -155,9 +155,9 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
     caption = f"{n:,} questions" + (
         ", scored against your answers" if labelled else "; no answers given: agreement only"
     )
-    return (
-        f'<table class="qa-about" id="questions-table"><caption class="qa-muted">{esc(caption)}</caption>'
-        f"<thead><tr><th>Variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (  # a phone scrolls the table sideways, not the page
+        f'<div class="qa-muted">{esc(caption)}</div><div style="overflow-x:auto"><table class="qa-about" '
+        f'id="questions-table"><thead><tr><th>Variant</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
 
 
@@ -193,7 +193,7 @@ def disagreements_html(run: Any | None) -> str:
     head = f"<th>Question</th>{gold}" + "".join(f"<th>{esc(labels[n])}</th>" for n in names)
     body = []
     for r in rows[:SHOWN_DISAGREEMENTS]:
-        answer = " | ".join(r["gold"]) or "no answer"
+        answer = " | ".join(dict.fromkeys(r["gold"])) or "(no answer)"  # SQuAD repeats an answer per annotator
         cells = "".join(f"<td>{esc(r['answers'].get(n) or '(no answer)')}</td>" for n in names)
         body.append(f"<tr><td>{esc(r['question'])}</td>{f'<td>{esc(answer)}</td>' if gold else ''}{cells}</tr>")
     more = len(rows) - SHOWN_DISAGREEMENTS
