@@ -151,7 +151,7 @@ def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) ->
         assert outputs[-1] == tick + 1  # the counter's change queues the next chunk
         tick = outputs[-1]
         outputs = handlers["step"](tick, request)
-    status, table, figure, disagree, answers, record = outputs[:6]
+    status, table, figure, _, answers, record = outputs[:6]
     assert "Done: 6 of 6 questions" in status
     assert "scored against your answers" in table and "Overlap with baseline" in table
     assert figure.layout.yaxis.title.text == "F1 on your questions (%)" and len(figure.data) >= 3
@@ -171,7 +171,8 @@ def test_each_chunk_is_its_own_event_in_the_model_queue(engine) -> None:
     demo = app.build_demo(engine)
     step = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "step")
     assert step.concurrency_id == app.CONCURRENCY_GROUP  # it waits its turn with the Ask tab's questions
-    assert not inspect.isgeneratorfunction(step.fn)  # each chunk ends its event: the next one queues behind whatever came meanwhile
+    # each chunk ends its event: the next one queues behind whatever came meanwhile
+    assert not inspect.isgeneratorfunction(step.fn)
 
 
 def test_the_evaluate_api(engine, csv_file: Path) -> None:
@@ -181,7 +182,7 @@ def test_the_evaluate_api(engine, csv_file: Path) -> None:
         assert out["questions"] == 6 and out["labelled"] and out["next"] is None
         assert [s["variant"] for s in out["scores"]] == HEADLINE
         assert set(out["answers"]["baseline"]) == {f"q{i}" for i in range(6)}
-        later = client.predict(csv_file.read_text(encoding="utf-8"), ["pruned"], 4, api_name="/evaluate")
+        later = client.predict(csv_file.read_text(encoding="utf-8"), None, 4, api_name="/evaluate")
         assert later["first"] == 4 and set(later["answers"]["pruned"]) == {"q4", "q5"}
         with pytest.raises(Exception, match="Row 2, field 'question': missing or empty"):
             client.predict("context,question\nParis.,\n", api_name="/evaluate")
