@@ -53,7 +53,8 @@ def test_upload_run_and_download_the_answers(questions_page, squad_file: Path, t
     assert "Done: 6 of 6 questions" in page.locator("#questions-status").inner_text()
     table = page.locator("#questions-table")
     assert table.locator("tbody tr").count() == 3  # the card's three variants, by default
-    assert "scored against your answers" in table.inner_text() and "Overlap with baseline" in table.inner_text()
+    assert "Overlap with baseline" in table.inner_text()
+    assert "6 questions, scored against your answers" in page.locator("#questions-scores").inner_text()
     page.wait_for_selector("#questions-chart .js-plotly-plot .scatterlayer .point")
     assert page.locator("#questions-chart .scatterlayer .trace").count() >= 3
     assert "F1 on your questions" in page.locator("#questions-chart").inner_text()
