@@ -178,15 +178,23 @@ def test_each_chunk_is_its_own_event_in_the_model_queue(engine) -> None:
 def test_the_evaluate_api(engine, csv_file: Path) -> None:
     with running(app.build_demo(engine)) as url:
         client = Client(url, verbose=False)
-        out = client.predict(csv_file.read_text(encoding="utf-8"), api_name="/evaluate")
-        assert out["questions"] == 6 and out["labelled"] and out["next"] is None
-        assert [s["variant"] for s in out["scores"]] == HEADLINE
+        text = csv_file.read_text(encoding="utf-8")
+        out = client.predict(text, api_name="/evaluate")
+        while not out["done"]:  # each call one turn of the model queue; the run goes on between them
+            assert "answers" not in out and 0 <= out["answered"] < 6
+            out = client.predict("", None, out["run"], api_name="/evaluate")
+        assert out["questions"] == out["answered"] == 6 and out["labelled"] and out["stopped"] is None
+        assert [s["variant"] for s in out["scores"]] == HEADLINE and all(s["n"] == 6 for s in out["scores"])
         assert set(out["answers"]["baseline"]) == {f"q{i}" for i in range(6)}
-        later = client.predict(csv_file.read_text(encoding="utf-8"), None, 4, api_name="/evaluate")
-        assert later["first"] == 4 and set(later["answers"]["pruned"]) == {"q4", "q5"}
+        assert Record.from_dict(out["record"]).data["n_questions"] == 6
+        sliced = client.predict(text, ["pruned"], "", 0, api_name="/evaluate")  # no time: one chunk a call
+        assert not sliced["done"] and [s["variant"] for s in sliced["scores"]] == ["pruned"]
         with pytest.raises(Exception, match="Row 2, field 'question': missing or empty"):
             client.predict("context,question\nParis.,\n", api_name="/evaluate")
-        assert client.predict("context,question\nParis is in France.,Where?", api_name="/evaluate")["questions"] == 1
+        with pytest.raises(Exception, match="No run 'nope' is going"):
+            client.predict("", None, "nope", api_name="/evaluate")
+        done = client.predict("context,question\nParis is in France.,Where?", None, "", 60, api_name="/evaluate")
+        assert done["done"] and done["questions"] == 1 and done["scores"][0]["f1"] is None
 
 
 def test_the_command_line(engine, squad_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +33,8 @@ MAX_BYTES = 5_000_000  # a file's size
 MAX_ROWS = 2_000  # questions per run
 MAX_RUN_S = 300.0  # model time per run; it stops there and shows what is done
 MAX_RUNS = 2  # runs on the app at once (each visitor one)
-API_CALL_S = 10.0  # model time per /evaluate call by default: one call is one turn of the queue
+API_CALL_S = 2.0  # model time per /evaluate call by default: one call is one turn of the queue
+API_MAX_CALL_S = 60.0
 REFRESH_S = 3.0  # the table and chart are redrawn at most this often while a run goes (the disagreements at the end)
 SHOWN_DISAGREEMENTS = 50
 STALE_S = 120.0  # a run no chunk has asked for this long was left (its page closed): dropped
@@ -265,41 +267,50 @@ def results(run: Any) -> tuple:
     return scores_html(scores, run.questions.labelled), chart(run, scores), disagreements_html(run)
 
 
-def make_evaluate_api(engine: Engine, start: Start) -> Callable[..., dict]:
-    def evaluate(data: str, variants: list[str] | None = None, first: int = 0, max_seconds: float = API_CALL_S) -> dict:
-        """Score the variants on your own questions. `data`: the text of a CSV, JSON Lines or SQuAD JSON file
-        (columns context, question, optionally answer or answers, and id; limits as on the "Your questions" tab).
-        `variants`: names (default: the three headline ones). One call answers from question `first` for about
-        `max_seconds` of model time (default 10, at most 300): a call is one turn of the model queue, so the page
-        stays responsive; call again with `first` = the returned `next` until it is None.
-        Returns questions, labelled, first, next, scores (per variant: f1, exact where answers are given,
-        agree_exact, agree_f1, answered, p50_ms, p90_ms, n, error, busy) and answers (variant -> id -> text, ""
-        for no answer), and record (the benchmark record of this call's questions)."""
-        try:
-            questions = parse_questions(data or "", "api", limits_for(engine))
-        except QuestionFileError as exc:
-            raise gr.Error(str(exc)) from None
-        names = variants or [v.spec.name for v in engine.loaded if v.spec.headline]
-        first = max(0, int(first))
-        if first >= len(questions.examples):
-            raise gr.Error(f"`first` is {first}, past the last of the {len(questions.examples)} questions.")
-        part = QuestionSet(questions.examples[first:], questions.labelled, questions.format, questions.name)
-        try:
-            run = start(engine, part, names, max_seconds=min(float(max_seconds), MAX_RUN_S), data_bytes=None)
-        except ValueError as exc:
-            raise gr.Error(str(exc)) from None
-        while run.step():
+def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
+    api_runs = runs or Runs()
+
+    def evaluate(
+        data: str = "", variants: list[str] | None = None, run: str = "", max_seconds: float = API_CALL_S
+    ) -> dict:
+        """Score the variants on your own questions, as the "Your questions" tab does. `data`: the text of a CSV,
+        JSON Lines or SQuAD JSON file (columns context, question, optionally answer or answers, and id; the tab's
+        limits). `variants`: names (default: the three headline ones). A call is one turn of the model queue, about
+        `max_seconds` of model time (default 2, at most 60), so that the page stays responsive: it starts a run
+        and returns its `run` id; call again with that `run` (and no data) until `done` is true.
+        Returns run, done, questions, answered (questions done so far), labelled, stopped, scores (per variant,
+        on every question so far: f1 and exact where answers are given, agree_exact, agree_f1, answered, p50_ms,
+        p90_ms, n, error, busy) and, when done, answers (variant -> id -> text, "" for no answer) and record (the
+        run as a benchmark record)."""
+        if run:
+            evaluation = api_runs.get(run)
+            if evaluation is None:
+                raise gr.Error(f"No run {run!r} is going (it ended, or waited over {STALE_S:.0f} s): start it again.")
+        else:
+            try:
+                questions = parse_questions(data or "", "api", limits_for(engine))
+                names = variants or [v.spec.name for v in engine.loaded if v.spec.headline]
+                evaluation = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=(data or "").encode())
+            except ValueError as exc:  # a bad file (QuestionFileError), an unknown variant
+                raise gr.Error(str(exc)) from None
+            run = uuid.uuid4().hex
+            api_runs.start(run, evaluation)
+        until = evaluation.seconds + min(max(float(max_seconds), 0.0), API_MAX_CALL_S)
+        while evaluation.step() and evaluation.seconds < until:
             pass
-        end = first + run.position
-        return {
-            "questions": len(questions.examples),
-            "labelled": questions.labelled,
-            "first": first,
-            "next": end if end < len(questions.examples) else None,
-            "scores": [asdict(s) for s in run.scores()],
-            "answers": run.answers(),
-            "record": run.record().to_dict(),
+        out = {
+            "run": run,
+            "done": evaluation.finished,
+            "questions": evaluation.total,
+            "answered": evaluation.position,
+            "labelled": evaluation.questions.labelled,
+            "stopped": evaluation.stopped,
+            "scores": [asdict(s) for s in evaluation.scores()],
         }
+        if evaluation.finished:
+            api_runs.end(run)
+            out |= {"answers": evaluation.answers(), "record": evaluation.record().to_dict()}
+        return out
 
     return evaluate
 
