@@ -8,10 +8,11 @@ with the official SQuAD v2 metric of :mod:`variants.core.squad`, as the bench's 
 the F1 here and ``bench --data`` on the same file agree. Without answers in the file, agreement with the
 baseline stands in for accuracy.
 
-An :class:`Evaluation` runs in chunks (:meth:`Evaluation.step`): one variant's turn on a block of questions,
-as many as the slowest variant answers in about ``chunk_s`` seconds; the variants take turns on each block, as in
-the bench's latency pass. The app runs one chunk per
-turn of its model queue, so that a question asked on the Ask tab meanwhile waits for one chunk, not the run.
+An :class:`Evaluation` runs in chunks (:meth:`Evaluation.step`) of about ``chunk_s`` seconds: a block holds as
+many questions as the slowest variant answers in that time, the variants take turns on each block, as in the
+bench's latency pass, and a chunk holds as many turns as fit (the slowest variant's alone, the fast ones'
+together). The app runs one chunk per turn of its model queue, so that a question asked on the Ask tab meanwhile
+waits for one chunk, not the run.
 """
 
 from __future__ import annotations
@@ -145,10 +146,27 @@ class Evaluation:
         return 1 if not slowest else max(1, min(64, int(self.chunk_s / slowest)))
 
     def step(self) -> bool:
-        """One chunk: one variant's turn on the current block of questions (the variants take turns, as in the
-        bench's latency pass); True while questions are left."""
+        """One chunk: variants' turns on blocks of questions (the variants take turns, as in the bench's latency
+        pass), as many turns as fit in ``chunk_s`` by the times so far, one at least; True while questions are left."""
         if self.finished:
             return False
+        started = time.perf_counter()
+        self.chunks += 1
+        while True:
+            self._turn()
+            upcoming = self._next_turn_s()
+            if self.finished or upcoming is None or time.perf_counter() - started + upcoming > self.chunk_s:
+                return not self.finished
+
+    def _next_turn_s(self) -> float | None:
+        """The expected seconds of the next turn (None where not known yet, or a new block is next)."""
+        if self._block is None or not self._turns:
+            return None
+        own = self._per_question_s.get(self._turns[0].name)
+        return None if own is None else own * len(self._block)
+
+    def _turn(self) -> None:
+        """One variant's turn on the current block (a new block first, where the last one is done)."""
         if self._block is None:  # a new block: every variant still running answers it, one turn each
             self._block = self.examples[self.position : self.position + self.block_size()]
             self._turns = list(self.live_runners)
@@ -170,7 +188,6 @@ class Evaluation:
             timing.error = describe(exc)
         elapsed = time.perf_counter() - started
         self.seconds += elapsed
-        self.chunks += 1
         own = self._per_question_s.get(runner.name)
         self._per_question_s[runner.name] = elapsed / len(block) if own is None else (own + elapsed / len(block)) / 2
         if not self._turns:  # every variant has answered the block
@@ -179,7 +196,6 @@ class Evaluation:
         over = self.max_seconds is not None and self.seconds >= self.max_seconds
         if over and self._block is None and self.position < self.total:  # at the end of a block: it counts whole
             self.stopped = "time limit"
-        return not self.finished
 
     # --- results ---------------------------------------------------------------------------------
 
