@@ -26,8 +26,10 @@ from ui import SAMPLE_FILE
 from ui.about import about_html, page_intro
 from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
+from ui.questions import make_evaluate_api, questions_tab
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
+from variants.benchmarking.evaluate import Evaluation
 from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
@@ -71,9 +73,12 @@ def build_demo(
             ask_tab(engine, headline, steps, group, sample_file, custom_mb)
         with gr.Tab("Benchmark"):
             benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark)
+        with gr.Tab("Your questions"):
+            questions_tab(engine, group, Evaluation)
         with gr.Tab("About"):
             html_block(about_html(engine))
         gr.api(make_answer_api(engine), api_name="answer", **group)
+        gr.api(make_evaluate_api(engine, Evaluation), api_name="evaluate", **group)
     demo.queue(max_size=max_queue, default_concurrency_limit=concurrency_limit)
     return demo
 

@@ -129,9 +129,9 @@ def test_bad_input_gives_a_clear_error_and_breaks_nothing(client: Client, contex
 
 
 def test_api_surface(client: Client) -> None:
-    """Only /answer is documented; the UI's handlers are private."""
+    """Only /answer and /evaluate are documented; the UI's handlers are private."""
     api = client.view_api(print_info=False, return_format="dict")
-    assert set(api["named_endpoints"]) == {"/answer"}
+    assert set(api["named_endpoints"]) == {"/answer", "/evaluate"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/answer"]["parameters"]]
     assert params == ["context", "question", "null_threshold", "runs", "budget_s"]
 
@@ -139,7 +139,7 @@ def test_api_surface(client: Client) -> None:
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
     demo = app.build_demo(engine, concurrency_limit=2, max_queue=5)
     model_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == app.CONCURRENCY_GROUP]
-    assert len(model_fns) == 3  # Ask, quick benchmark, /answer
+    assert len(model_fns) == 5  # Ask, quick benchmark, /answer, a chunk of a "Your questions" run, /evaluate
     assert {fn.concurrency_limit for fn in model_fns} == {2}
     assert any(fn.api_name == "answer" for fn in model_fns)
     assert demo._queue.max_size == 5

@@ -233,12 +233,22 @@ def test_the_ui_is_absent_when_off(tiny_qa_dir: Path, artifacts_dir: Path, tmp_p
 
 def test_the_page_takes_no_file_paths(tiny_qa_dir: Path, artifacts_dir: Path, tmp_path) -> None:
     """Every input of every handler is text, a choice, a number, an example's index or server-side state
-    (and /answer's two strings and optional threshold): nothing names a file."""
+    (and /answer's two strings and optional threshold, /evaluate's text, names and numbers): nothing names a
+    file, but for the one upload of the "Your questions" tab, which Gradio hands over as a file it received
+    itself (it refuses a path a caller names that is not in its upload folder)."""
     engine = load_engine("embedded", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=artifacts_dir, names=["baseline"])
     demo = app.build_demo(engine, results_dir=tmp_path, allow_custom_models=True)
-    allowed = (gr.Textbox, gr.CheckboxGroup, gr.Radio, gr.Dropdown, gr.Slider, gr.State, gr.Dataset)
-    inputs = [block for fn in demo.fns.values() if fn.api_name != "answer" for block in fn.inputs]
+    choices = (gr.CheckboxGroup, gr.Checkbox, gr.Radio, gr.Dropdown)
+    allowed = (gr.Textbox, *choices, gr.Slider, gr.Number, gr.State, gr.Dataset)
+    apis = ("answer", "evaluate")
+    inputs = [block for fn in demo.fns.values() if fn.api_name not in apis for block in fn.inputs]
+    uploads = [b for b in inputs if isinstance(b, gr.File)]
+    assert {b.elem_id for b in uploads} == {"questions-file"}  # the one upload, wherever it is an input
+    inputs = [b for b in inputs if not isinstance(b, gr.File)]
     assert inputs and all(isinstance(block, allowed) for block in inputs), {type(b).__name__ for b in inputs}
+    evaluate = gr.Blocks.get_api_info(demo)["named_endpoints"]["/evaluate"]["parameters"]
+    assert [p["parameter_name"] for p in evaluate] == ["data", "variants", "run", "max_seconds"]
+    assert "filepath" not in str(evaluate).lower() and "FileData" not in str(evaluate)
     api = gr.Blocks.get_api_info(demo)["named_endpoints"]["/answer"]["parameters"]
     assert [(p["parameter_name"], p["type"].get("type")) for p in api[:2]] == [
         ("context", "string"),
@@ -246,4 +256,5 @@ def test_the_page_takes_no_file_paths(tiny_qa_dir: Path, artifacts_dir: Path, tm
     ]
     kinds = {t["type"] for t in api[2]["type"]["anyOf"]}
     assert api[2]["parameter_name"] == "null_threshold" and kinds == {"number", "string", "null"}
-    assert not [b for b in demo.blocks.values() if isinstance(b, (gr.File, gr.UploadButton, gr.FileExplorer))]
+    files = [b for b in demo.blocks.values() if isinstance(b, (gr.File, gr.UploadButton, gr.FileExplorer))]
+    assert {b.elem_id for b in files} == {"questions-file"}  # the one upload

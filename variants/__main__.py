@@ -19,6 +19,11 @@ COMMANDS = {
     "bench": ("variants.benchmarking.cli", "main", "SQuAD v2 accuracy and latency records"),
     "serve": ("variants.cli", "serve_main", "each variant a Ray Serve deployment (--ray; the serve extra)"),
     "train": ("variants.training.cli", "main", "fine-tune or prune the embedded demo family"),
+    "evaluate": (
+        "variants.benchmarking.evaluate",
+        "main",
+        "every variant on your own questions (SQuAD JSON, CSV, JSONL)",
+    ),
     "plot": ("variants.benchmarking.plot", "main", "chart F1 against latency for a benchmark record"),
     "load-test": ("variants.benchmarking.load_test", "main", "concurrent clients against the app's /answer"),
     "soak": ("variants.benchmarking.soak", "main", "long mixed load on /answer, the server's memory over time"),

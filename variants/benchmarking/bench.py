@@ -36,8 +36,9 @@ from variants.benchmarking.accuracy import accuracy_batch, agreement, fill_accur
 from variants.benchmarking.options import METHOD, Options, Runner
 from variants.building.replica import LATENCY_ONLY
 from variants.core.hardware import current_hardware
+from variants.core.question_files import SUFFIXES, read_questions
 from variants.core.spec import ASSETS
-from variants.core.squad import QAExample, load_squad
+from variants.core.squad import QAExample, data_files, load_squad
 from variants.core.versions import record_versions
 from variants.records.record import LatencyStats, Record, VariantEntry
 
@@ -46,9 +47,20 @@ log = logging.getLogger("variants.benchmarking.bench")
 
 def load_data(source: str | Path, split: str = "validation", limit: int | None = None) -> tuple[list, dict]:
     """The questions (the first ``limit`` if given) and a description of them for the record."""
-    if str(source).endswith(".json") and not Path(source).is_file():
+    if Path(source).suffix.lower() in SUFFIXES and not Path(source).is_file():
         raise FileNotFoundError(f"no such data file: {source}")
-    examples = load_squad(source, split)
+    if (files := data_files(source)) is not None:  # SQuAD JSON, CSV or JSON Lines: the app's own loader
+        examples = []
+        for file in files:
+            questions = read_questions(file)
+            if not questions.labelled:
+                raise ValueError(
+                    f"{file} gives no answers, so the bench has no F1 to measure; "
+                    "`python -m variants evaluate --data FILE` shows agreement and latency without them"
+                )
+            examples += questions.examples
+    else:
+        examples = load_squad(source, split)
     if not examples:
         raise ValueError(f"{source} has no questions")
     total = len(examples)

@@ -33,7 +33,11 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Benchmark options (the model options come from ``variants.__main__.add_model_arguments``)."""
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="SQuAD v2 JSON file or Hub dataset name")
+    parser.add_argument(
+        "--data",
+        default=str(DEFAULT_DATA),
+        help="SQuAD v2 JSON, CSV or JSON Lines file (as evaluate reads), or a Hub dataset name",
+    )
     parser.add_argument("--split", default="validation", help="split of a Hub dataset")
     parser.add_argument("--limit", type=positive_int, default=None, help="use the first N questions only")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="folder for the JSON record and the CSV")
