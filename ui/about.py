@@ -95,9 +95,10 @@ def about_html(engine: Engine) -> str:
         "calibrated on SQuAD v2 (where half the questions have no answer, so it refuses far more often) is one "
         "choice away in the Ask tab. Only the model underneath changes.</p>"
         f"<p>{esc(serving_line(engine))}</p>"
-        '<table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th><th>Build steps</th>'
-        "<th>Runs on (device · provider · precision), size</th><th>Load / build time</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        # a phone scrolls the table sideways, not the page (it is wider than a phone's 390 px)
+        '<div style="overflow-x:auto"><table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th>'
+        "<th>Build steps</th><th>Runs on (device · provider · precision), size</th><th>Load / build time</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
         f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
     )
 

@@ -41,7 +41,9 @@ STALE_S = 120.0  # a run no chunk has asked for this long was left (its page clo
 
 FORMAT_HELP = (
     "CSV or JSON Lines with the columns <code>context</code>, <code>question</code>, optionally <code>answer</code> "
-    "(empty: “no answer”) or <code>answers</code> (a list) and <code>id</code>; or a SQuAD v1.1 / v2 JSON file."
+    "(empty: “no answer”) or <code>answers</code> (a list) and <code>id</code>; or a SQuAD v1.1 / v2 JSON file. "
+    "An answer is copied exactly from its passage, as in SQuAD: a file with one that is not is refused, naming "
+    "the row."
 )
 PASTE_EXAMPLE = 'context,question,answer\n"Paris is the capital of France.",What is the capital of France?,Paris'
 
@@ -157,6 +159,8 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
     caption = f"{n:,} questions" + (
         ", scored against your answers" if labelled else "; no answers given: agreement only"
     )
+    if busy:  # the timing rule's flag: no speedup on this table or its chart is to be trusted
+        caption += "; the machine was busy while timing, so the times and speedups are unreliable: run it again"
     return (  # a phone scrolls the table sideways, not the page
         f'<div class="qa-muted">{esc(caption)}</div><div style="overflow-x:auto"><table class="qa-about" '
         f'id="questions-table"><thead><tr><th>Variant</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'

@@ -266,7 +266,10 @@ def checked_examples(rows: list[Row], limits: Limits, fmt: str) -> tuple[list[QA
         texts, starts = gold or ([], [])
         for text in texts:
             if text.strip() and text not in context:
-                raise QuestionFileError(f"{where}, field 'answer': {short(text)} is not in its context.")
+                raise QuestionFileError(
+                    f"{where}, field 'answer': {short(text)} is not in its context. An answer is a span copied "
+                    "exactly from its passage (as in SQuAD); leave it empty for “no answer”."
+                )
         qid = row.get("id")
         qid = str(qid).strip() if qid not in (None, "") else f"row-{number}"
         if qid in seen:
