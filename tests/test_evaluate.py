@@ -84,6 +84,9 @@ def test_without_answers_agreement_stands_in(engine, squad_file: Path, tmp_path:
     assert record.is_quick and record.data["labelled"] is False and record.data["no_answer"] is None
     frame = records_to_frame(record)  # the Benchmark tab's table reads it
     assert frame["p50_ms"].notna().all() and frame["f1"].isna().all()
+    # The chart plots the overlap with the baseline's answers, and its labels say so, not "F1".
+    texts = [a.text for a in tab.chart(run, scores).layout.annotations if a.text]
+    assert any("1× · overlap 100.0" in t for t in texts) and not any(" F1" in t for t in texts), texts
 
 
 def test_the_run_goes_one_variant_turn_per_chunk(engine, squad_file: Path) -> None:

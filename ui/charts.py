@@ -122,13 +122,14 @@ def axis_note(low: float) -> str:
     return f", from {low:g}" if low > 0 else ""
 
 
-def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = "f1") -> go.Figure:
+def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = "f1", unit: str = "F1") -> go.Figure:
     """F1 against median latency, one marker per variant in its own colour and shape (the peers, which are not
     ours, hollow), each labelled with its short name, its speedup and the F1 it loses against the baseline
     (:mod:`ui.point_labels`), a thin translucent bar from the median to p90. ``y`` is the frame's column
     plotted: ``f1`` (all of SQuAD v2) or ``has_ans_f1`` (its answerable questions). The F1 axis is fitted to
     the points (a few points of F1 are the whole story) and its title says where it starts; ``floor``, the F1 of
-    always answering "no answer", is a dotted line labelled at the right. ``view`` names the accuracy view."""
+    always answering "no answer", is a dotted line labelled at the right. ``view`` names the accuracy view;
+    ``unit`` what the labels call the y value where it is not F1 (the overlap with the baseline's answers)."""
     fig = go.Figure()
     rows = frame.dropna(subset=[y, "p50_ms"]) if frame is not None and len(frame) else None
     if rows is not None and "latency_only" in rows:
@@ -165,7 +166,7 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
                 customdata=[[_hover_value(getattr(row, f, None)) for f in HOVER_FIELDS]],
                 hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
             )
-        _label_points(fig, rows, y, x_range, y_range)
+        _label_points(fig, rows, y, x_range, y_range, unit)
         if floor is not None:
             fig.add_scatter(
                 x=list(x_range),
@@ -216,12 +217,12 @@ def scatter_ranges(rows, y: str, floor: float | None) -> tuple[tuple[float, floa
     return fitted_range(values), (0.0, float(right) * 1.04)
 
 
-def point_labels(rows, y: str) -> list[list[str]]:
-    """Each row's label lines: short name, speedup and F1 against the baseline's (:func:`label_lines`)."""
+def point_labels(rows, y: str, unit: str = "F1") -> list[list[str]]:
+    """Each row's label lines: short name, speedup and F1 (or ``unit``) against the baseline's (:func:`label_lines`)."""
     base = rows[rows["variant"] == "baseline"]
     baseline_f1 = float(base[y].iloc[0]) if len(base) else None
     return [
-        label_lines(str(r.variant), str(r.short_label), r.speedup_vs_baseline, float(getattr(r, y)), baseline_f1)
+        label_lines(str(r.variant), str(r.short_label), r.speedup_vs_baseline, float(getattr(r, y)), baseline_f1, unit)
         for r in rows.itertuples(index=False)
     ]
 
@@ -236,8 +237,8 @@ def label_order(rows) -> list[int]:
     return sorted(range(len(rank)), key=lambda i: rank[i])
 
 
-def _label_points(fig: go.Figure, rows, y: str, x_range, y_range) -> None:
-    labels = point_labels(rows, y)
+def _label_points(fig: go.Figure, rows, y: str, x_range, y_range, unit: str = "F1") -> None:
+    labels = point_labels(rows, y, unit)
     order = label_order(rows)
     points = [(float(r.p50_ms), float(getattr(r, y))) for r in rows.itertuples(index=False)]
     size = scatter_plot_size(view=True)

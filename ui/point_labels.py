@@ -45,15 +45,18 @@ def speed_text(speedup: float | None) -> str:
     return f"{speedup:.1f}×" if speedup < 10 else f"{speedup:.0f}×"
 
 
-def label_lines(variant: str, name: str, speedup: float | None, f1: float, baseline_f1: float | None) -> list[str]:
+def label_lines(
+    variant: str, name: str, speedup: float | None, f1: float, baseline_f1: float | None, unit: str = "F1"
+) -> list[str]:
     """The name, then its speed and F1 against the baseline's, e.g. ["INT8", "3.7× · −5.7 F1"]: two short lines
     fit a phone's plot, where one long line per point cannot. The baseline gives its own F1 ("1× · F1 66.7"),
-    the reference of every other label."""
+    the reference of every other label. ``unit`` names what the y axis measures where it is not F1 against
+    answers given (the "Your questions" tab without answers plots the overlap with the baseline's answers)."""
     if variant == "baseline":
-        return [tag(variant, name), f"1× · F1 {f1:.1f}"]
+        return [tag(variant, name), f"1× · {unit} {f1:.1f}"]
     if baseline_f1 is None:  # no baseline measured in this record: nothing to take the numbers against
-        return [tag(variant, name), f"F1 {f1:.1f}"]
-    return [tag(variant, name), f"{speed_text(speedup)} · {signed(f1 - baseline_f1)} F1"]
+        return [tag(variant, name), f"{unit} {f1:.1f}"]
+    return [tag(variant, name), f"{speed_text(speedup)} · {signed(f1 - baseline_f1)} {unit}"]
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,8 @@ def chart(run: Any | None, scores: list[Any]):
     if not labelled:
         overlap = {s.variant: s.agree_f1 for s in scores}
         frame["f1"] = frame["variant"].map(overlap)
-    fig = accuracy_figure(frame, no_answer_floor(record) if labelled else None, f"{run.position:,} of your questions")
+    view, unit = f"{run.position:,} of your questions", "F1" if labelled else "overlap"
+    fig = accuracy_figure(frame, no_answer_floor(record) if labelled else None, view, unit=unit)
     if not labelled:
         fig.update_yaxes(title="Overlap with the baseline's answers (token F1, %)", range=[0, 104])  # the baseline: 100
         fig.update_layout(title={"text": "Agreement against speed<br><sup>up and left is better</sup>"})
