@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from app_helpers import MODEL_ID, SMALL, FakeHub, running, tiny_engine, write_fake_record
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import app
 from variants.building import custom
@@ -208,7 +209,7 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     answers = [cards.nth(i).locator(".qa-answer").inner_text().strip() for i in range(cards.count())]
     assert answers == ["1639"] * cards.count(), answers
     assert "agree" in page.locator("#qa-summary").inner_text() or "match" in page.locator("#qa-summary").inner_text()
-    page.wait_for_timeout(800)  # the smooth scroll to the results
+    settled(page, CARD_IN_VIEW)  # the smooth scroll to the results takes longer on a loaded machine
     top = cards.first.bounding_box()["y"]
     assert 0 <= top < viewport["height"] * 0.6, f"the first card starts at {top:.0f} px, out of view"
     cut = page.evaluate(
@@ -230,7 +231,7 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     assert sum("×" in t and "F1" in t for t in labels) == page.locator("#bench-scatter .scatterlayer .point").count()
     assert "from" in page.locator("#bench-scatter .g-ytitle").text_content()  # where the fitted F1 axis starts
     page.locator("#bench-profile").get_by_text("Where the time goes").click()  # its table too: short headers
-    page.wait_for_timeout(800)  # the tables lay out their columns
+    settled(page, f"() => ({CUT_HEADERS})().length === 0")  # the tables lay out their columns
     assert page.evaluate(CUT_HEADERS) == [], "table headers cut or broken within a word"
     record = page.locator("#bench-record input")
     assert record.evaluate("i => getComputedStyle(i).textOverflow") == "ellipsis"
@@ -242,6 +243,20 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     context.close()
 
 
+def settled(page, condition: str, timeout_ms: int = 10_000) -> None:
+    """Wait until ``condition`` (a JS function) holds, up to ``timeout_ms``: the assertion after it then judges the
+    page as it stands, so a layout or a scroll that settles slowly on a loaded machine fails only if it never
+    settles, not because a fixed pause was too short."""
+    try:
+        page.wait_for_function(condition, timeout=timeout_ms)
+    except PlaywrightTimeout:
+        pass
+
+
+CARD_IN_VIEW = """() => {
+  const top = document.querySelector('#qa-cards .qa-card').getBoundingClientRect().top;
+  return top >= 0 && top < innerHeight * 0.6;
+}"""
 # A one-line box as tall as its placeholder needs: the height a copy of it (same width and font, sized by hand,
 # out of the flow so that the box keeps its width) needs to hold the placeholder as its text.
 PLACEHOLDER_FITS = """() => {
