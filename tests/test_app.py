@@ -38,11 +38,13 @@ from ui.benchmark import (
     benchmark_outputs,
     make_quick_benchmark,
     record_frame,
+    record_header,
     table_frame,
 )
 from ui.cards import card_html, summary_html
 from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
+from variants.answering.timing import cpu_clock
 from variants.benchmarking.quick import quick_benchmark
 from variants.building import custom
 from variants.core import spec as specs
@@ -418,6 +420,15 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     keys = [key for _label, key in chooser.choices]
     assert keys == [record_key(runs[0]), *(record_key(r) for r in stored)]  # the stored ones stay selectable
     assert find_record(keys[-1], stored, runs) is stored[-1]
+    if cpu_clock()[1] is not None:  # the kernel gives each thread's wait for a CPU: the busy-machine measure
+        assert all(e.stretch >= 1.0 for e in runs[0].variants if not e.error)
+    # A busy run says so above its numbers (set readings: whether this machine was busy is not asserted).
+    runs[0].variants[0].stretch = 2.0
+    assert "The machine was busy while this was timed" in record_header(runs[0], "")
+    assert f"{runs[0].variants[0].short_label} 2.0×" in record_header(runs[0], "")
+    for entry in runs[0].entries:
+        entry.stretch = 1.0
+    assert "busy" not in record_header(runs[0], "")
 
 
 # --- examples and start-up --------------------------------------------------------------------------

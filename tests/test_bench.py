@@ -265,6 +265,15 @@ def test_quick_benchmark(engine, squad_file, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written unless asked
     quick.quick_benchmark(engine, examples, 2, out=tmp_path)
     assert len(list(tmp_path.glob("*.json"))) == 1 and len(list(tmp_path.glob("*.csv"))) == 1
+    # The busy-machine measure travels in the record, and the summary names a disturbed run (set readings).
+    record.variants[0].stretch = 1.9
+    again = Record.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.variants[0].stretch == 1.9
+    lines = bench_cli.summary_table(again).splitlines()
+    assert "machine busy: runs took 1.9x their computing time" in lines[2] and "unreliable" in lines[-1]
+    for entry in again.entries:
+        entry.stretch = 1.05
+    assert "busy" not in bench_cli.summary_table(again)
 
 
 @pytest.mark.parametrize(

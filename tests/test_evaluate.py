@@ -210,10 +210,16 @@ def test_the_command_line(engine, squad_file: Path, tmp_path: Path, monkeypatch,
 def test_each_run_keeps_its_cpu_time_and_a_busy_machine_is_named(engine, squad_file: Path) -> None:
     run = evaluation.evaluate(engine, read_questions(squad_file), HEADLINE)
     for name in HEADLINE:  # one CPU reading per timed question, beside its wall time
-        cpu_ms, wait_ms = run._cpu[name]
-        assert len(cpu_ms) == len(wait_ms) == len(run.timings[name].times_ms) and all(c >= 0 for c in cpu_ms)
-    # The flag itself from set readings (no timing is asserted): runs that waited as long as they computed.
-    run._cpu = {name: ([10.0] * 5, [10.0] * 5) for name in HEADLINE}
+        t = run.timings[name]
+        assert len(t.cpu_ms) == len(t.wait_ms) == len(t.times_ms) and all(c >= 0 for c in t.cpu_ms)
+
+    def readings(cpu: float, wait: float) -> None:  # set readings for every variant (no timing is asserted)
+        for name in HEADLINE:
+            run.timings[name].cpu_ms, run.timings[name].wait_ms = [cpu] * 5, [wait] * 5
+
+    readings(10.0, 10.0)  # runs that waited as long as they computed
     assert all(s.busy == "machine busy: runs took 2.0× their computing time" for s in run.scores())
-    run._cpu = {name: ([10.0] * 5, [0.5] * 5) for name in HEADLINE}
+    table = tab.scores_html(run.scores(), labelled=True)  # short in the cell, the sentence in its tooltip
+    assert table.count('<td title="machine busy: runs took 2.0× their computing time">busy: 2.0×</td>') == 3
+    readings(10.0, 0.5)
     assert all(s.busy is None for s in run.scores())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from variants.answering.timing import busy
 from variants.building.replica import LATENCY_ONLY
 from variants.core.hardware import hardware_label
 from variants.core.squad import load_squad_json
@@ -200,10 +201,23 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     if failed:
         lines.append(esc("Not measured (no numbers in the table or chart): " + "; ".join(failed)))
     missing = missing_numbers(frame, view)
-    warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, missing) if text)
+    warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, busy_note(record), missing) if text)
     questions = "answerable questions" if view == "answerable" else "all of SQuAD v2"
     headline = headline_html(record, frame, accuracy_column(view), questions) if measured == "Accuracy" else ""
     return warn + headline + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
+
+
+def busy_note(record: Record) -> str:
+    """The timing rule's flag for a record (its variants' runs stretched by waiting for a CPU), or "": a disturbed
+    run crowns no winner here either. Records from before the measure was kept say nothing."""
+    stretched = [(e.short_label, e.stretch) for e in record.entries if busy(e.stretch)]
+    if not stretched:
+        return ""
+    which = ", ".join(f"{label} {value:.1f}×" for label, value in stretched)
+    return (
+        f"The machine was busy while this was timed: runs took longer than their computing time ({which}), so "
+        "its latencies and speedups are unreliable. Run it again when the machine is quieter."
+    )
 
 
 def spread(low: float | None, high: float | None) -> str:

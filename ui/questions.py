@@ -139,7 +139,12 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
     columns = [c for c in COLUMNS if labelled or not c[3]]
     busy = any(s.busy for s in scores)
     head = "".join(f'<th title="{esc(tip)}">{esc(name)}</th>' for _, name, tip, _ in columns)
-    head += '<th title="the timing rule: process CPU time beside wall time">Machine</th>' if busy else ""
+    head += (
+        '<th title="the timing rule: how much longer the runs took than their computing time (a busy machine '
+        'stretches them)">Machine</th>'
+        if busy
+        else ""
+    )
     rows = []
     for s in scores:
         if s.error:
@@ -153,7 +158,9 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
             text = fmt_ms(value) if name.endswith("_ms") else "–" if value is None else f"{value:.1f}"
             text += "%" if value is not None and name in ("agree_exact", "agree_f1", "answered") else ""
             cells.append(f"<td>{esc(text)}</td>")
-        cells += [f"<td>{esc(s.busy or '')}</td>"] if busy else []
+        # short in the cell (a phone's rows stay one line high), the sentence in the tooltip
+        flag = f"busy: {s.stretch:.1f}×" if s.busy and s.stretch else s.busy or ""
+        cells += [f'<td title="{esc(s.busy or "")}">{esc(flag)}</td>'] if busy else []
         rows.append(f"<tr><th>{esc(s.label)}</th>{''.join(cells)}</tr>")
     n = max((s.n for s in scores), default=0)
     caption = f"{n:,} questions" + (

@@ -72,6 +72,10 @@ PAGE_CSS = """
 #bench-table th, #bench-table .body-cell, .qa-table th, .qa-table .body-cell { font-family: var(--font);
   font-size: var(--text-sm); }
 #bench-table th .header, .qa-table th .header { word-break: normal; overflow-wrap: normal; }
+/* On a phone the four tabs fit on one line with less padding (Gradio's 16 px a side put "Your questions" and
+   "About" under a "···" menu at 390 px; with 4 px they fit down to 360 px). */
+@media (max-width: 480px) { .tab-container button { padding: 0 6px; } }
+@media (max-width: 370px) { .tab-container button { padding: 0 4px; } }
 """
 
 

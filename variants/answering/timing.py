@@ -56,6 +56,27 @@ class Timing:
     na_probs: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     pass_p50_ms: list[float] = field(default_factory=list)  # one median per pass (see latency_passes)
+    # beside each timed run's wall time: the process's CPU time and its threads' wait for a CPU (cpu_since)
+    cpu_ms: list[float] = field(default_factory=list)
+    wait_ms: list[float | None] = field(default_factory=list)
+
+    def time_one(self, answer: Answerer, example: QAExample) -> None:
+        """Answer ``example`` once at batch 1, timed end to end, keeping the answer and the run's CPU time and
+        wait (read outside the timed span, so the reading costs the timing nothing)."""
+        clock, started = cpu_clock(), time.perf_counter()
+        ((text, na_prob),) = answer([(example.question, example.context)], 1)
+        self.times_ms.append((time.perf_counter() - started) * 1000)
+        cpu_ms, wait_ms = cpu_since(clock)
+        self.cpu_ms.append(cpu_ms)
+        self.wait_ms.append(wait_ms)
+        self.preds[example.id] = text
+        if na_prob is not None:
+            self.na_probs[example.id] = na_prob
+
+    @property
+    def stretched(self) -> float | None:
+        """The timing rule's measure of a busy machine over these runs (:func:`stretch`)."""
+        return stretch(self.cpu_ms, self.wait_ms)
 
 
 def latency_pass(
@@ -91,12 +112,7 @@ def latency_pass(
             try:
                 answer([(chunk[0].question, chunk[0].context)], 1)  # settle, untimed
                 for i, e in enumerate(chunk, start=lo + 1):
-                    started = time.perf_counter()
-                    ((text, na_prob),) = answer([(e.question, e.context)], 1)
-                    t.times_ms.append((time.perf_counter() - started) * 1000)
-                    t.preds[e.id] = text
-                    if na_prob is not None:
-                        t.na_probs[e.id] = na_prob
+                    t.time_one(answer, e)
                     done += 1
                     if progress:
                         progress(done / total, f"latency: {name}, question {i}/{len(questions)}")
@@ -129,6 +145,8 @@ def latency_passes(
             into = merged[name]  # one that fails drops out of the later passes, as within a pass
             into.error = timing.error
             into.times_ms += timing.times_ms
+            into.cpu_ms += timing.cpu_ms
+            into.wait_ms += timing.wait_ms
             into.preds.update(timing.preds)
             into.na_probs.update(timing.na_probs)
             if timing.times_ms and not timing.error:

@@ -179,6 +179,7 @@ def fill_latency(entry: VariantEntry, timing: Timing) -> None:
     entry.latency_ms = LatencyStats.from_dict(summarize(timing.times_ms))
     entry.latency_pass_p50_ms = list(timing.pass_p50_ms) if len(timing.pass_p50_ms) > 1 else []
     entry.throughput_qps = round(1000 / entry.latency_ms.mean, 2) if timing.times_ms else None
+    entry.stretch = timing.stretched
 
 
 def benchmark(

@@ -9,9 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from variants.answering.qa import NullThreshold, parse_null_threshold
-from variants.answering.timing import (
-    Progress,
-)
+from variants.answering.timing import Progress, busy
 from variants.benchmarking.bench import benchmark, load_data, set_threads
 from variants.benchmarking.long_inputs import long_input_view
 from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
@@ -164,7 +162,10 @@ def summary_table(record: Record, view: str = "pipeline") -> str:
         if bounds and not (e.is_peer or (against == "base" and e.variant == "baseline")):
             line += f"  x {against} {bounds[0]:.2f}-{bounds[1]:.2f} over {len(e.latency_pass_p50_ms)} passes"
         line += f"  ({LATENCY_ONLY})" if e.latency_only else ""
+        line += f"  machine busy: runs took {e.stretch:.1f}x their computing time" if busy(e.stretch) else ""
         lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
+    if any(busy(e.stretch) for e in record.entries):  # the timing rule's flag: no winner from a disturbed run
+        lines.append("The machine was busy while timing: these latencies and speedups are unreliable; run it again.")
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from variants.answering.timing import Progress, Timing, TimingRule, busy, cpu_clock, cpu_since, describe, stretch
+from variants.answering.timing import Progress, Timing, TimingRule, busy, describe
 from variants.benchmarking.accuracy import agreement, decisions, fill_accuracy
 from variants.benchmarking.bench import compare, fill_latency, make_record, variant_runners
 from variants.benchmarking.options import METHOD, Options, Runner
@@ -67,6 +67,7 @@ class VariantScore:
     # The timing rule's "the machine was busy" flag (each run's CPU time and wait for a CPU beside its wall
     # time, variants.answering.timing.stretch): None on a quiet machine; the tab and the CLI show it beside p90.
     busy: str | None = None
+    stretch: float | None = None  # wall time over computing time, set with ``busy``
 
 
 class Evaluation:
@@ -96,7 +97,6 @@ class Evaluation:
         )
         self.entries = [e for e in self.entries if e.variant in wanted]
         self.timings = {r.name: Timing() for r in self.runners}
-        self._cpu: dict[str, tuple[list[float], list[float | None]]] = {}  # per variant: CPU and wait ms per run
         for entry in self.entries:
             if entry.error:
                 self.timings[entry.variant] = Timing(error=entry.error)
@@ -178,16 +178,8 @@ class Evaluation:
             if self.position == 0 or self._rule.settle(self._last_ms.get(runner.name)):
                 runner.answer([(block[0].question, block[0].context)], 1)  # untimed: warm-up, or settle after another
             for e in block:
-                clock, t0 = cpu_clock(), time.perf_counter()
-                ((text, margin),) = runner.answer([(e.question, e.context)], 1)
-                self._last_ms[runner.name] = (time.perf_counter() - t0) * 1000
-                cpu_ms, wait_ms = cpu_since(clock)  # the timing rule's busy-machine measure, run by run
-                self._cpu.setdefault(runner.name, ([], []))[0].append(cpu_ms)
-                self._cpu[runner.name][1].append(wait_ms)
-                timing.times_ms.append(self._last_ms[runner.name])
-                timing.preds[e.id] = text
-                if margin is not None:
-                    timing.na_probs[e.id] = margin
+                timing.time_one(runner.answer, e)  # its wall time, and its CPU time and wait (the busy flag)
+                self._last_ms[runner.name] = timing.times_ms[-1]
         except Exception as exc:  # this variant drops out; the others go on
             timing.error = describe(exc)
         elapsed = time.perf_counter() - started
@@ -272,9 +264,10 @@ class Evaluation:
                 score.agree_f1 = round(100 * sum(compute_f1(base[q], mine[q]) for q in common) / len(common), 2)
             if entry.latency_ms:
                 score.p50_ms, score.p90_ms = entry.latency_ms.p50, entry.latency_ms.p90
-            stretched = stretch(*self._cpu.get(entry.variant, ([], [])))
+            stretched = entry.stretch  # the timing rule's busy-machine measure, kept in the record too
             if busy(stretched):
                 score.busy = f"machine busy: runs took {stretched:.1f}× their computing time"
+                score.stretch = stretched
             out.append(score)
         return out
 

@@ -151,6 +151,9 @@ class VariantEntry:
     load_seconds: float | None = None
     accuracy: dict[str, AccuracyView | None] = field(default_factory=lambda: dict.fromkeys(VIEWS))
     latency_ms: LatencyStats | None = None
+    # the timing rule's busy-machine measure over the timed runs: the median run's wall time over its computing
+    # time (variants.answering.timing.stretch); None where not measured (records from before it was kept)
+    stretch: float | None = None
     throughput_qps: float | None = None
     peak_throughput_qps: float | None = None
     speedup_vs_baseline: float | None = None
