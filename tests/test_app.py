@@ -426,6 +426,7 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     runs[0].variants[0].stretch = 2.0
     assert "The machine was busy while this was timed" in record_header(runs[0], "")
     assert f"{runs[0].variants[0].short_label} 2.0×" in record_header(runs[0], "")
+    assert "In short, timed on a busy machine (the speeds are unreliable): " in record_header(runs[0], "")
     for entry in runs[0].entries:
         entry.stretch = 1.0
     assert "busy" not in record_header(runs[0], "")

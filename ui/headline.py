@@ -3,6 +3,7 @@ two peers (the README's ratios), and what it costs in F1, in plain words with th
 
 import math
 
+from variants.answering.timing import busy
 from variants.records.record import Record
 
 from .text import esc
@@ -49,7 +50,9 @@ def headline_html(record: Record | None, frame, column: str, questions: str) -> 
         ratio = _number(getattr(top, name, None))
         if ratio is not None:
             speeds.append(f"<b>{ratio:.1f}×</b> as fast as {term(who)}")
-    text = f"In short: <b>{esc(top.short_label)}</b> answers a question in {top.p50_ms:.1f} ms (median), "
+    disturbed = any(busy(e.stretch) for e in record.entries)  # the timing rule's flag: say it before the speeds
+    text = "In short, timed on a busy machine (the speeds are unreliable): " if disturbed else "In short: "
+    text += f"<b>{esc(top.short_label)}</b> answers a question in {top.p50_ms:.1f} ms (median), "
     text += ", ".join(speeds[:-1]) + (" and " if len(speeds) > 1 else "") + speeds[-1]
     base = rows.get("baseline")
     f1, f1_base = _number(getattr(top, column)), _number(getattr(base, column)) if base is not None else None
