@@ -9,7 +9,7 @@ Each (question, context) pair is first answered by a single client; then the cli
 (bounded in count and time), and every answer must equal the single-client one (per variant: text and
 offsets). Per-request latency (the client's wall time, queueing and batching included), throughput and
 the server process's resident memory (sampled through the run) go to a JSON file in
-``assets/results/load/`` (or ``--out``). Exit status 1 when any request failed or answered differently.
+``experiments/records/load/`` (or ``--out``). Exit status 1 when any request failed or answered differently.
 """
 
 from __future__ import annotations

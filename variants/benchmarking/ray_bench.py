@@ -32,12 +32,11 @@ from variants.core import spec as specs
 from variants.core.hardware import current_hardware
 from variants.core.squad import QAExample, load_squad_json
 from variants.core.versions import dist_version, record_versions
-from variants.records.results import RESULTS_DIR
+from variants.records.results import RAY_DIR, RESULTS_DIR
 from variants.serving.engine import load_engine
 from variants.serving.http import create_app
 from variants.serving.remote import AnswerClient
 
-RAY_DIR = RESULTS_DIR / "ray"
 INT8 = "pruned-onnx-opt-int8"
 ANSWER_FIELDS = ("answer", "start", "end")
 

@@ -13,7 +13,7 @@ sample less the one after warm-up (``--warmup`` requests: sessions, thread pools
 their working size); the target is under 50 MB. The app's malloc settings trade some of it for latency:
 they keep up to 32 MiB free per arena for the next run (:func:`variants.answering.runtime.limit_native_memory`;
 docs/results.md, "Memory"), so growth levels off after a warm-up rather than staying flat. The record goes to
-``assets/results/soak/soak-<hardware>-<timestamp>.json`` (or ``--out``) with the samples, the inputs'
+``experiments/records/soak/soak-<hardware>-<timestamp>.json`` (or ``--out``) with the samples, the inputs'
 length mix, hardware and versions. Exit status 1 when a request failed or memory grew past the limit.
 """
 

@@ -19,10 +19,13 @@ from variants.records.record import load_records as _load_records
 log = logging.getLogger("variants.records.results")
 
 
-RESULTS_DIR = ASSETS / "results"  # benchmark records (the Benchmark tab and the README read them)
-# Each other tool's records, in a folder of its own so that RESULTS_DIR holds benchmark records only.
-LOAD_DIR, SOAK_DIR, SERVED_DIR = RESULTS_DIR / "load", RESULTS_DIR / "soak", RESULTS_DIR / "served"
-GPU_DIR, REPLICA_DIR = RESULTS_DIR / "gpu", RESULTS_DIR / "replica"
+RESULTS_DIR = ASSETS / "results"  # what the app and the README show: the Benchmark tab's records, the GPU section's
+GPU_DIR = RESULTS_DIR / "gpu"
+# The other tools' records (load, soak, served latency, Ray Serve, the replica bench) are measurements the docs
+# cite, not shown by the app: they live with the experiments, a folder per tool.
+TOOL_RECORDS_DIR = ASSETS.parent / "experiments" / "records"
+LOAD_DIR, SOAK_DIR, SERVED_DIR = TOOL_RECORDS_DIR / "load", TOOL_RECORDS_DIR / "soak", TOOL_RECORDS_DIR / "served"
+REPLICA_DIR, RAY_DIR = TOOL_RECORDS_DIR / "replica", TOOL_RECORDS_DIR / "ray"
 
 
 # The table's columns (one row per entry of a record, for one accuracy view): the CSV, the app's table
