@@ -174,11 +174,12 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
     )
 
 
-def chart(run: Any | None, scores: list[Any]):
-    """F1 (or, without answers, overlap with the baseline) against median latency: the Benchmark tab's figure."""
+def chart(run: Any | None, scores: list[Any], record: Any | None = None):
+    """F1 (or, without answers, overlap with the baseline) against median latency: the Benchmark tab's figure
+    (``record``: the run's record where the caller has it already)."""
     if run is None or not scores:
         return accuracy_figure(None)
-    record = run.record()
+    record = record or run.record()
     frame = records_to_frame(record, "pipeline")
     labelled = run.questions.labelled
     if not labelled:
@@ -220,10 +221,10 @@ def disagreements_html(run: Any | None) -> str:
     )
 
 
-def downloads(run: Any) -> tuple[str, str]:
+def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
     """The answers CSV and the run's record (JSON: the Benchmark tab shows it from its records folder)."""
     folder = Path(tempfile.mkdtemp(prefix="questions-"))
-    record = run.record()
+    record = record or run.record()
     json_path = record.save(folder)
     csv_path = run.write_answers_csv(folder / f"{json_path.stem}-answers.csv")
     return str(csv_path), str(json_path)
@@ -262,10 +263,11 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
             return status, *results(run)[:2], gr.skip(), gr.skip(), gr.skip(), tick + 1
         shown.pop(key, None)
         runs.end(key)
-        csv_path, json_path = downloads(run)
-        answers = gr.DownloadButton(value=csv_path, interactive=True)
-        record = gr.DownloadButton(value=json_path, interactive=True)
-        return status, *results(run), answers, record, gr.skip()  # the counter stays: the loop ends
+        record = run.record()  # once, for the table, the chart and the download
+        csv_path, json_path = downloads(run, record)
+        answers_file = gr.DownloadButton(value=csv_path, interactive=True)
+        record_file = gr.DownloadButton(value=json_path, interactive=True)
+        return status, *results(run, record), answers_file, record_file, gr.skip()  # the counter stays: the loop ends
 
     def stop(request: gr.Request) -> None:
         run = runs.get(request.session_hash or "")
@@ -275,9 +277,11 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
     return {"begin": begin, "step": step, "stop": stop}
 
 
-def results(run: Any) -> tuple:
-    scores = run.scores()
-    return scores_html(scores, run.questions.labelled), chart(run, scores), disagreements_html(run)
+def results(run: Any, record: Any | None = None) -> tuple:
+    """The table, the chart and the disagreements, from one record of the run (it scores every question)."""
+    record = record or run.record()
+    scores = run.scores(record)
+    return scores_html(scores, run.questions.labelled), chart(run, scores, record), disagreements_html(run)
 
 
 def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
@@ -318,11 +322,12 @@ def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) ->
             "answered": evaluation.position,
             "labelled": evaluation.questions.labelled,
             "stopped": evaluation.stopped,
-            "scores": [asdict(s) for s in evaluation.scores()],
         }
+        record = evaluation.record()  # once: the scores and, when done, the record itself
+        out["scores"] = [asdict(s) for s in evaluation.scores(record)]
         if evaluation.finished:
             api_runs.end(run)
-            out |= {"answers": evaluation.answers(), "record": evaluation.record().to_dict()}
+            out |= {"answers": evaluation.answers(), "record": record.to_dict()}
         return out
 
     return evaluate

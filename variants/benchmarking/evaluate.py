@@ -242,10 +242,11 @@ class Evaluation:
         record.method = {**METHOD, "latency_ms": LATENCY_METHOD, "chunk_s": self.chunk_s}
         return record
 
-    def scores(self) -> list[VariantScore]:
+    def scores(self, record: Record | None = None) -> list[VariantScore]:
         """Per variant: F1 and EM (where the file gives answers), agreement with the baseline, the share
-        answered, latency p50 and p90 on these questions."""
-        record, answers = self.record(), self.answers()
+        answered, latency p50 and p90 on these questions. ``record``: :meth:`record` as it stands, where the
+        caller has it already (scoring every question again is the costly part)."""
+        record, answers = record or self.record(), self.answers()
         base = answers.get("baseline")
         out = []
         for entry in record.variants:
@@ -361,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     print(file=sys.stderr)
     what = "with answers: F1 and EM at threshold 0" if questions.labelled else "without answers: agreement only"
     print(f"{run.position} of {run.total} questions ({what}) in {time.perf_counter() - started:.1f} s")
-    print(score_table(run.scores(), questions.labelled))
+    record = run.record()
+    print(score_table(run.scores(record), questions.labelled))
     if args.out:
-        record = run.record()
         json_path, _ = save_record(record, args.out)
         csv_path = run.write_answers_csv(Path(args.out) / f"{json_path.stem}-answers.csv")
         print(f"record: {json_path}\nanswers: {csv_path}")
