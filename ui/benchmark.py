@@ -19,7 +19,26 @@ from variants.records import results
 from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_column, record_view
 from variants.serving.engine import Engine
 
+from .bench_details import (
+    LONG_COLUMNS,
+    PROFILE_COLUMNS,
+    long_inputs_frame,
+    long_inputs_note,
+    profile_frame,
+    profile_note,
+)
 from .charts import accuracy_figure, no_answer_floor, seq_len_figure
+from .cost_view import (
+    COST_COLUMNS,
+    cost_cell,
+    cost_note,
+    machine_name,
+    picked_price,
+    price_choices,
+    price_controls,
+    with_costs,
+)
+from .cost_view import usd_per_hour as read_price
 from .gpu_view import gpu_section, newest_gpu_bench
 from .headline import headline_html
 from .record_choice import (
@@ -56,6 +75,8 @@ TABLE_COLUMNS = {  # records_to_frame column -> table header (short: a phone sho
     "speedup_vs_baseline_spread": "× baseline, range over passes",
     "size_mb": "MB",
     "parameters": "params",
+    "usd_per_million": "$ per million answers",
+    "usd_per_million_best": "$ per million, best batch",
 }
 PEER_RATIOS = ["speedup_vs_peer", "speedup_vs_optimum_int8"]  # the README's headline ratios, beside × baseline
 SPEED_COLUMNS = ["p50_ms", "p90_ms", "speedup_vs_baseline", *PEER_RATIOS, "speedup_vs_baseline_spread"]
@@ -69,6 +90,14 @@ VIEW_COLUMNS = {  # each view's table, in order: all of it in a desktop's width 
     "best": [*SQUAD_COLUMNS, "threshold", *SPEED_COLUMNS, *SIZE_COLUMNS],
     "calibrated": [*SQUAD_COLUMNS, "threshold", *SPEED_COLUMNS, *SIZE_COLUMNS],
 }  # fmt: skip
+# The table on the page: what a phone can swipe through (the name pinned, six or seven numbers); every column is one
+# click away ("Every column") and in the CSV. It showed 4 of 15 columns on a phone.
+SHORT_COLUMNS = {
+    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", "p50_ms", "size_mb"],
+    "pipeline": ["short_label", "f1", "has_ans_f1", "speedup_vs_baseline", "p50_ms", "size_mb"],
+    "best": ["short_label", "f1", "threshold", "speedup_vs_baseline", "p50_ms", "size_mb"],
+    "calibrated": ["short_label", "f1", "threshold", "speedup_vs_baseline", "p50_ms", "size_mb"],
+}
 # The answerable view's headers are short: its table's label says the accuracy is on the answerable questions.
 ANSWERABLE_HEADERS = {"has_ans_f1": "F1", "has_ans_answered": "% answered", "has_ans_exact": "EM"}
 # Column widths by header (others 72px): a phone (324 px of table) shows the name and the first three numbers, the
@@ -83,6 +112,8 @@ COLUMN_WIDTHS = {
     "threshold": "84px",
     **dict.fromkeys(["F1 answerable", "F1 unanswerable", "% answerable answered", "EM answerable"], "104px"),
     "× baseline, range over passes": "104px",
+    "$ per million answers": "120px",
+    "$ per million, best batch": "150px",
 }
 VIEW_CHOICES = [  # (what the tab's control says, the view); the records keep the three SQuAD v2 views
     ("Answerable questions (what the app does)", "answerable"),
@@ -157,7 +188,9 @@ def noise_points(n: int | None) -> float | None:
     return 98 / math.sqrt(n) if n else None
 
 
-def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> str:
+def record_header(
+    record: Record | None, note: str, view: str = DEFAULT_VIEW, price: float | None = None, machine: str = ""
+) -> str:
     if record is None:
         return (
             f'<div class="qa-notice">{esc(note)} Run <code>python -m variants bench</code> to add one, '
@@ -203,7 +236,11 @@ def record_header(record: Record | None, note: str, view: str = DEFAULT_VIEW) ->
     missing = missing_numbers(frame, view)
     warn = "".join(f'<div class="qa-notice">{esc(text)}</div>' for text in (note, busy_note(record), missing) if text)
     questions = "answerable questions" if view == "answerable" else "all of SQuAD v2"
-    headline = headline_html(record, frame, accuracy_column(view), questions) if measured == "Accuracy" else ""
+    headline = (
+        headline_html(record, frame, accuracy_column(view), questions, price, machine, view)
+        if measured == "Accuracy"
+        else ""
+    )
     return warn + headline + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
 
 
@@ -235,11 +272,16 @@ def spread(low: float | None, high: float | None) -> str:
     return "" if pd.isna(low) or pd.isna(high) else f"{low:.2f}–{high:.2f}"
 
 
-def table_frame(frame, view: str = DEFAULT_VIEW):
-    """The table of ``view``: its columns (:data:`VIEW_COLUMNS`) under their short headers, numbers rounded."""
+def table_frame(frame, view: str = DEFAULT_VIEW, every: bool = True):
+    """The table of ``view``: its columns (:data:`VIEW_COLUMNS`, or the few of :data:`SHORT_COLUMNS` where not
+    ``every``) under their short headers, numbers rounded, and the cost columns where a price set them."""
     import pandas as pd  # noqa: PLC0415
 
-    columns = VIEW_COLUMNS.get(view, VIEW_COLUMNS["pipeline"])
+    columns = (VIEW_COLUMNS if every else SHORT_COLUMNS).get(view, VIEW_COLUMNS["pipeline"])
+    if frame is not None and "usd_per_million" in frame and frame["usd_per_million"].notna().any():
+        at = columns.index("speedup_vs_baseline") + 1  # the cost beside the speed it comes from
+        best = ["usd_per_million_best"] if frame["usd_per_million_best"].notna().any() else []
+        columns = [*columns[:at], "usd_per_million", *best, *columns[at:]]
     if frame is None or not len(frame):
         return pd.DataFrame(columns=[TABLE_COLUMNS[c] for c in columns])
     bounds = zip(frame["speedup_vs_baseline_low"], frame["speedup_vs_baseline_high"], strict=True)
@@ -252,9 +294,16 @@ def table_frame(frame, view: str = DEFAULT_VIEW):
     random_weights = frame["latency_only"].fillna(False).astype(bool)
     table.loc[random_weights, "short_label"] += f" ({LATENCY_ONLY})"
     for column in table.columns:
-        if column == "parameters":
+        if column in COST_COLUMNS:
+            saved = "saving_vs_baseline" + column.removeprefix("usd_per_million")
+            batch = frame["best_batch"] if column == "usd_per_million_best" else [None] * len(frame)
+            table[column] = [
+                cost_cell(v, sv, str(n), b)
+                for v, sv, n, b in zip(frame[column], frame[saved], frame["variant"], batch, strict=True)
+            ]
+        elif column == "parameters":
             table[column] = table[column].map(fmt_params)
-        elif column not in ("short_label", "speedup_vs_baseline_spread"):
+        elif column not in ("short_label", "speedup_vs_baseline_spread", *COST_COLUMNS):
             table[column] = table[column].astype(float).round(2)
     return table.rename(columns={**TABLE_COLUMNS, **(ANSWERABLE_HEADERS if view == "answerable" else {})})
 
@@ -272,58 +321,6 @@ def table_label(view: str) -> str:
     return "Per variant · accuracy on all of SQuAD v2"
 
 
-PROFILE_COLUMNS = [  # short words (a phone shows three at a time); the note above the table says what each is
-    "Variant",
-    "tokenize ms",
-    "model ms",
-    "decode ms",
-    "GFLOP per question",
-    "GFLOP/s",
-    "% of peak",
-]
-PROFILE_NOTE = (
-    "Per question: **tokenize**, reading the text into tokens; **model**, the network's forward pass over "
-    "every window; **decode**, picking the answer span; the work (GFLOP) and rate (GFLOP/s) of the model's "
-    "matrix products; **% of peak**, that rate against the fastest this machine was measured to run."
-)
-
-
-def profile_frame(record: Record | None):
-    """Where each variant's time per question goes (the record's profile), beside the machine's measured peak."""
-    import pandas as pd  # noqa: PLC0415
-
-    peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
-    rows = []
-    for entry in record.variants if record is not None else []:
-        prof = entry.profile or {}
-        if "forward_ms" not in prof:
-            continue
-        top = peak.get("int8_gops" if entry.dtype == "int8" else "fp32_gflops")
-        rate = prof.get("gflops_achieved")
-        share = round(100 * rate / top, 1) if rate and top else None
-        rows.append([entry.short_label, *(round(prof[k], 2) for k in ("tokenize_ms", "forward_ms", "decode_ms")),
-                     prof.get("gflop"), round(rate) if rate else None, share])  # fmt: skip
-    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
-
-
-def profile_note(record: Record | None) -> str:
-    """What the profile table measured, in a line (empty when the record has no profile)."""
-    peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
-    profiled = [e.profile.get("n") for e in record.variants if e.profile.get("n")] if record is not None else []
-    if not profiled:
-        if record is not None and record.settings.get("skip_sweeps") and not record.is_quick:
-            return "This run skipped the profile (`python -m variants bench` without `--skip-sweeps` measures it)."
-        return "This record has no profile (quick runs, and records from before it was added, have none)."
-    text = f"{PROFILE_NOTE} Medians over {count(max(profiled))} questions at batch 1."
-    if peak:
-        text += (
-            f" Peak: the fastest large matrix product this machine ran on {peak.get('threads')} threads, "
-            f"{peak.get('fp32_gflops')} GFLOP/s in FP32 and {peak.get('int8_gops')} GOP/s in INT8 "
-            "(INT8 variants are compared with the INT8 peak)."
-        )
-    return text
-
-
 def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     """The record's per-variant rows as a CSV file in the temp folder (served by the download button)."""
     if frame is None or not len(frame):
@@ -336,57 +333,16 @@ def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     return str(path)
 
 
-LONG_COLUMNS = [  # short: a phone shows the table one narrow column at a time; the note above says the rest
-    "Variant",
-    "F1, own paragraph",
-    "F1, whole article",
-    "points lost",
-    "% answered, whole article",
-]
-
-
-def long_inputs_frame(record: Record | None):
-    """A record's long-input view (``bench --long-inputs``) under its own window rule: per variant, F1 on the
-    answerable questions asked about their own paragraph and about their whole article. Empty without one."""
-    import pandas as pd  # noqa: PLC0415
-
-    view = (record.long_inputs or {}) if record is not None else {}
-    rule, rows = record.window_rule if record is not None else "", []
-    for name, measured in (view.get("variants") or {}).items():
-        paragraph = (measured.get("paragraph") or {}).get(rule) or {}
-        article = (measured.get("article") or {}).get(rule) or {}
-        if paragraph.get("has_ans_f1") is None or article.get("has_ans_f1") is None:
-            continue
-        entry, para, art = record.entry(name), paragraph["has_ans_f1"], article["has_ans_f1"]
-        label = entry.short_label if entry else name
-        rows.append([label, para, art, round(para - art, 2), article.get("answered_share")])
-    return pd.DataFrame(rows, columns=LONG_COLUMNS)
-
-
-def long_inputs_note(record: Record | None) -> str:
-    """What the long-input table measured, in a line (or why there is none)."""
-    view = (record.long_inputs or {}) if record is not None else {}
-    if not view.get("variants"):
-        return (
-            "This record has no long-passage view: `python -m variants bench --long-inputs` asks every question "
-            "about its whole article as well as about its own paragraph."
-        )
-    chars = view.get("article_chars") or []
-    size = f" ({min(chars):,} to {max(chars):,} characters, tens of windows each)" if chars else ""
-    return (
-        f"Each of the {count(view.get('n_answerable'))} answerable questions asked twice: about its own paragraph, "
-        f"and about its whole article{size}, all of it pasted in as one passage; F1 on those questions. The "
-        f"app's rule for combining a long passage's windows (`{record.window_rule}`) decides, at the app's default "
-        "threshold (0)."
-    )
-
-
-def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW) -> tuple:
-    """(header, scatter, table, seq-len chart, profile note, profile table, long-passage note, long-passage table,
-    CSV path) for a record or none, accuracy as ``view`` has it. A record that cannot be shown (edited by hand,
-    cut short) gives the outputs of none, with a note saying which and why: never a page that does not build."""
+def benchmark_outputs(
+    record: Record | None, note: str, view: str = DEFAULT_VIEW, price: float | None = None, key: str | None = None
+) -> tuple:
+    """(header, scatter, table, the table with every column, seq-len chart, profile note, profile table,
+    long-passage note, long-passage table, CSV path) for a record or none, accuracy as ``view`` has it, cost at
+    ``price`` dollars per hour (of the published machine ``key``) where set. A record that cannot be shown (edited
+    by hand, cut short) gives the outputs of none, with a note saying which and why: never a page that does not
+    build."""
     try:
-        return _record_outputs(record, note, view)
+        return _record_outputs(record, note, view, price, key)
     except Exception as exc:  # any field of a stored file may be off: the page still builds
         name = (record.file or record.created) if record is not None else ""
         log.warning("the benchmark record %s cannot be shown: %r", name, exc)
@@ -394,13 +350,17 @@ def benchmark_outputs(record: Record | None, note: str, view: str = DEFAULT_VIEW
         return _record_outputs(None, reason, view)
 
 
-def _record_outputs(record: Record | None, note: str, view: str) -> tuple:
-    frame = record_frame(record, view) if record is not None else None
+def _record_outputs(
+    record: Record | None, note: str, view: str, price: float | None = None, key: str | None = None
+) -> tuple:
+    frame = with_costs(record_frame(record, view), record, price) if record is not None else None
     csv = write_csv(frame, record, record_view(view)) if record is not None else None
     floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0
+    header = cost_note(record, price, key) + record_header(record, note, view, price, machine_name(record, price, key))
     return (
-        record_header(record, note, view),
+        header,
         accuracy_figure(frame, floor, CHART_TITLES.get(view, view), y=accuracy_column(view)),
+        table_frame(frame, view, every=False),
         table_frame(frame, view),
         seq_len_figure(record),
         profile_note(record),
@@ -435,12 +395,13 @@ def make_quick_benchmark(
     return quick
 
 
-def select_outputs(record: Record | None, note: str, view: str) -> tuple:
-    """What the tab shows for ``record``: header, scatter, table (with its column widths), sweep and the
-    download button."""
-    header, scatter, table, *shown, csv = benchmark_outputs(record, note, view)
+def select_outputs(record: Record | None, note: str, view: str, price=None, key: str | None = None) -> tuple:
+    """What the tab shows for ``record``: header, scatter, the tables (with their column widths), sweep and the
+    download button, the cost at ``price`` (the number box's value) where set."""
+    header, scatter, table, every, *shown, csv = benchmark_outputs(record, note, view, read_price(price), key)
     table = gr.Dataframe(table, column_widths=table_widths(table), label=table_label(view))
-    return (header, scatter, table, *shown, gr.DownloadButton(value=csv, interactive=csv is not None))
+    every = gr.Dataframe(every, column_widths=table_widths(every), label=table_label(view))
+    return (header, scatter, table, every, *shown, gr.DownloadButton(value=csv, interactive=csv is not None))
 
 
 def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path, run_quick: QuickBenchmark):
@@ -452,7 +413,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         said = (note if picked is record else "", weights_note(picked, weights), older_note(picked, stored))
         return " ".join(text for text in said if text)
 
-    header0, scatter0, table0, sweep0, profile_note0, profile0, long_note0, long0, csv0 = benchmark_outputs(
+    header0, scatter0, table0, every0, sweep0, profile_note0, profile0, long_note0, long0, csv0 = benchmark_outputs(
         record, notes(record)
     )
     quick_runs = gr.State([])
@@ -482,6 +443,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             min_width=320,
             elem_id="bench-view",
         )
+    price_choice, price = price_controls(record)
     header = html_block(header0, elem_id="bench-header")
     with gr.Row():
         with gr.Column(min_width=480):
@@ -497,6 +459,10 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         pinned_columns=1,  # the variant's name stays in view while a phone scrolls the numbers sideways
         elem_id="bench-table",
     )
+    with gr.Accordion("Every column", open=False, elem_id="bench-every"):
+        every = gr.Dataframe(
+            every0, label=table_label(DEFAULT_VIEW), **table_look(table_widths(every0)), elem_id="bench-every-table"
+        )
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
         widths = fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"})
@@ -516,11 +482,21 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         "questions an F1 is only known to about ±14 points. EM and F1 are percentages; latency is per question "
         "(tokenize, every window, decode)."
     )
-    shown = [header, scatter, table, sweep, why, profile, long_note, long_table, download]
+    shown = [header, scatter, table, every, sweep, why, profile, long_note, long_table, download]
 
-    def select(key: str, chosen_view: str, runs: list[Record]) -> tuple:
+    def select(key: str, chosen_view: str, runs: list[Record], usd=None, machine: str | None = None) -> tuple:
         picked = find_record(key, stored, runs or [])
-        return select_outputs(picked, notes(picked), chosen_view)
+        return select_outputs(picked, notes(picked), chosen_view, usd, machine)
+
+    def prices(key: str, runs: list[Record], machine: str | None) -> gr.Dropdown:
+        """The published prices of the chosen record's hardware (a price of other hardware is let go)."""
+        entries = price_choices(find_record(key, stored, runs or []))
+        return gr.Dropdown(choices=entries, value=machine if machine in [k for _, k in entries] else "")
+
+    def pick(machine: str | None, usd):
+        """A published price fills the box; "my own" leaves it as it is."""
+        found = picked_price(machine)
+        return usd if found is None else found
 
     def list_records(show_older: bool, key: str | None, runs: list[Record]) -> gr.Dropdown:
         entries = choices_for(stored, runs or [], show_older)
@@ -529,7 +505,10 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             key = record_key(record) if record is not None else (keys[0] if keys else None)
         return gr.Dropdown(choices=entries, value=key)
 
-    gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
+    priced = [choice, view, quick_runs, price, price_choice]
+    gr.on([choice.change, view.change, price.change], select, priced, shown, api_visibility="private")
+    choice.change(prices, [choice, quick_runs, price_choice], price_choice, api_visibility="private")
+    price_choice.change(pick, [price_choice, price], price, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),

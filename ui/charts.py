@@ -6,12 +6,13 @@ import plotly.graph_objects as go
 
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
+from variants.records.frontier import frontier
 from variants.records.record import Record
 from variants.serving.engine import Engine
 from variants.serving.outcome import VariantResult
 
 from .palette import PEER, variant_style
-from .point_labels import fitted_range, label_lines, place_labels
+from .point_labels import fitted_range, label_lines, marker_px, place_labels
 from .text import esc, fmt_ms, fmt_params, fmt_speedup
 
 HOVER_FIELDS = {  # frame column -> what the hover box calls it
@@ -26,7 +27,8 @@ HOVER_FIELDS = {  # frame column -> what the hover box calls it
     "p99_ms": "p99 ms",
     "throughput_qps": "questions per second",
     "speedup_vs_baseline": "× baseline speed",
-    "size_mb": "MB",
+    "size_mb": "model size, MB",
+    "peak_rss_mb": "process peak memory, MB (every variant loaded)",
     "parameters": "parameters",
     "device": "device",
     "provider": "runtime",
@@ -122,32 +124,58 @@ def axis_note(low: float) -> str:
     return f", from {low:g}" if low > 0 else ""
 
 
-def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = "f1", unit: str = "F1") -> go.Figure:
+FRONTIER_NAME = "Best trade-offs"
+FAINT = 0.4  # the opacity of a point off the best trade-offs
+LABEL_PX = 11  # the labels' font: 10 px read as 9 on a phone
+
+
+def best_trade_offs(rows, y: str) -> list[str]:
+    """The variants of ``rows`` on the frontier (:func:`variants.records.frontier.frontier`), fastest first."""
+    return frontier({str(r.variant): (r.p50_ms, getattr(r, y)) for r in rows.itertuples(index=False)}).best
+
+
+def accuracy_figure(
+    frame,
+    floor: float | None = None,
+    view: str = "",
+    y: str = "f1",
+    unit: str = "F1",
+    y_range: tuple[float, float] | None = None,
+) -> go.Figure:
     """F1 against median latency, one marker per variant in its own colour and shape (the peers, which are not
-    ours, hollow), each labelled with its short name, its speedup and the F1 it loses against the baseline
-    (:mod:`ui.point_labels`), a thin translucent bar from the median to p90. ``y`` is the frame's column
-    plotted: ``f1`` (all of SQuAD v2) or ``has_ans_f1`` (its answerable questions). The F1 axis is fitted to
-    the points (a few points of F1 are the whole story) and its title says where it starts; ``floor``, the F1 of
-    always answering "no answer", is a dotted line labelled at the right. ``view`` names the accuracy view;
-    ``unit`` what the labels call the y value where it is not F1 (the overlap with the baseline's answers)."""
+    ours, hollow), its area in proportion to the model's size in MB, each labelled with its short name, size,
+    speedup and the F1 it loses against the baseline (:mod:`ui.point_labels`), a thin translucent bar from the
+    median to p90. The variants no other beats on both speed and accuracy (:func:`best_trade_offs`, the peers
+    counted) are joined by a line; the others are drawn fainter, with a one-line label. ``y`` is the frame's
+    column plotted: ``f1`` (all of SQuAD v2) or ``has_ans_f1`` (its answerable questions). The F1 axis is fitted to
+    the points (a few points of F1 are the whole story; ``y_range`` sets it instead) and its title says where it
+    starts; ``floor``, the F1 of always answering "no answer", is a dotted line labelled at the right. ``view``
+    names the accuracy view; ``unit`` what the labels call the y value where it is not F1 (the overlap with the
+    baseline's answers)."""
     fig = go.Figure()
     rows = frame.dropna(subset=[y, "p50_ms"]) if frame is not None and len(frame) else None
     if rows is not None and "latency_only" in rows:
         rows = rows[~rows["latency_only"].fillna(False).astype(bool)]  # random weights: no F1 to plot
     y_title = Y_TITLES.get(y, y)
     if rows is not None and len(rows):
-        rows = rows.sort_values("any_peer", ascending=False, kind="stable")  # peers drawn first, ours on top
-        y_range, x_range = scatter_ranges(rows, y, floor)
+        rows = draw_order(rows)
+        fitted, x_range = scatter_ranges(rows, y, floor)
+        y_range = tuple(y_range) if y_range is not None else fitted
         y_title += axis_note(y_range[0])
+        best = best_trade_offs(rows, y)
+        _frontier_line(fig, rows, y, best)
+        sizes = marker_sizes(rows)
         hover = "<br>".join(f"{label}: %{{customdata[{i}]}}" for i, label in enumerate(HOVER_FIELDS.values()))
-        for row in rows.itertuples(index=False):
+        for row, size in zip(rows.itertuples(index=False), sizes, strict=True):
             style = variant_style(PEER if row.is_peer else str(row.variant))
             p90 = row.p90_ms if not _missing(row.p90_ms) else row.p50_ms
+            on = str(row.variant) in best
             fig.add_scatter(
                 x=[row.p50_ms],
                 y=[getattr(row, y)],
                 mode="markers",
                 name=str(row.short_label),
+                opacity=1.0 if on else FAINT,
                 error_x={
                     "type": "data",
                     "symmetric": False,
@@ -158,15 +186,17 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
                     "width": 0,
                 },
                 marker={
-                    "size": 13,
+                    "size": size,
                     "color": style.colour,
                     "symbol": style.symbol,
                     "line": {"width": 2 if style.hollow else 1, "color": style.colour if style.hollow else "#1f2937"},
                 },
                 customdata=[[_hover_value(getattr(row, f, None)) for f in HOVER_FIELDS]],
-                hovertemplate=f"<b>{esc(row.short_label)}</b><br>{hover}<extra></extra>",
+                hovertemplate=f"<b>{esc(row.short_label)}</b>"
+                + ("" if on else " (beaten on both speed and accuracy)")
+                + f"<br>{hover}<extra></extra>",
             )
-        _label_points(fig, rows, y, x_range, y_range, unit)
+        _label_points(fig, rows, y, x_range, y_range, unit, best)
         if floor is not None:
             fig.add_scatter(
                 x=list(x_range),
@@ -196,17 +226,55 @@ def accuracy_figure(frame, floor: float | None = None, view: str = "", y: str = 
         _empty(fig, "No accuracy and latency numbers yet")
     # Short lines: a phone's plot is ~320 px wide and plotly does not wrap titles.
     title = "Accuracy against speed<br><sup>up and left is better; bar: median to p90</sup>"
+    title += "<br><sup>line: best trade-offs; area: model size (MB)</sup>"
     title += f"<br><sup>{esc(view)}</sup>" if view else ""
     fig = _chart_layout(fig, title, "median ms per question", y_title)
-    top = 96 if view else 80  # the title's third line clear of the axis
+    top = scatter_top(bool(view))  # the title's lines clear of the axis
     return fig.update_layout(
         height=SCATTER_HEIGHT, margin={**SCATTER_MARGIN, "t": top}, showlegend=False, hoverlabel={"font_size": 11}
     )
 
 
+def scatter_top(view: bool) -> int:
+    """The chart's top margin: room for the title's lines."""
+    return 112 if view else 96
+
+
+def draw_order(rows):
+    """Larger models first, so that a small marker is never hidden behind a larger one at the same spot (the
+    INT8 star behind the Pruned diamond); at equal size the peers first, ours on top."""
+    size = rows["size_mb"].astype(float).fillna(0.0) if "size_mb" in rows else 0.0
+    keyed = rows.assign(_size=size, _peer=rows["any_peer"].astype(bool))
+    return keyed.sort_values(["_size", "_peer"], ascending=[False, False], kind="stable").drop(
+        columns=["_size", "_peer"]
+    )
+
+
+def marker_sizes(rows) -> list[float]:
+    """Each row's marker diameter (:func:`ui.point_labels.marker_px`): its area in proportion to its model's MB."""
+    sizes = [None if _missing(v) else float(v) for v in rows["size_mb"]] if "size_mb" in rows else [None] * len(rows)
+    largest = max((v for v in sizes if v), default=None)
+    return [marker_px(v, largest) for v in sizes]
+
+
+def _frontier_line(fig: go.Figure, rows, y: str, best: list[str]) -> None:
+    """The line through the best trade-offs, fastest first, drawn under the markers."""
+    if len(best) < 2:
+        return
+    at = {str(r.variant): (r.p50_ms, getattr(r, y)) for r in rows.itertuples(index=False)}
+    fig.add_scatter(
+        x=[at[n][0] for n in best],
+        y=[at[n][1] for n in best],
+        mode="lines",
+        name=FRONTIER_NAME,
+        line={"color": "#4b5563", "width": 1.5},
+        hoverinfo="skip",
+    )
+
+
 def scatter_plot_size(view: bool) -> tuple[float, float]:
     """The plot area (width, height) in pixels the labels are placed for: a phone's width, the chart's height."""
-    return PHONE_PLOT_WIDTH, SCATTER_HEIGHT - SCATTER_MARGIN["b"] - (96 if view else 80)
+    return PHONE_PLOT_WIDTH, SCATTER_HEIGHT - SCATTER_MARGIN["b"] - scatter_top(view)
 
 
 def scatter_ranges(rows, y: str, floor: float | None) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -217,34 +285,58 @@ def scatter_ranges(rows, y: str, floor: float | None) -> tuple[tuple[float, floa
     return fitted_range(values), (0.0, float(right) * 1.04)
 
 
-def point_labels(rows, y: str, unit: str = "F1") -> list[list[str]]:
-    """Each row's label lines: short name, speedup and F1 (or ``unit``) against the baseline's (:func:`label_lines`)."""
+def point_labels(rows, y: str, unit: str = "F1", best: list[str] | None = None) -> list[list[str]]:
+    """Each row's label lines: short name and size, speedup and F1 (or ``unit``) against the baseline's
+    (:func:`label_lines`); one short line for a row off the best trade-offs ``best`` (all on it where None)."""
     base = rows[rows["variant"] == "baseline"]
     baseline_f1 = float(base[y].iloc[0]) if len(base) else None
     return [
-        label_lines(str(r.variant), str(r.short_label), r.speedup_vs_baseline, float(getattr(r, y)), baseline_f1, unit)
+        label_lines(
+            str(r.variant),
+            str(r.short_label),
+            r.speedup_vs_baseline,
+            float(getattr(r, y)),
+            baseline_f1,
+            unit,
+            getattr(r, "size_mb", None),
+            best is None or str(r.variant) in best,
+        )
         for r in rows.itertuples(index=False)
     ]
 
 
-def label_order(rows) -> list[int]:
+def label_order(rows, best: list[str] | None = None) -> list[int]:
     """Which labels are placed first (they get the spot beside their point): the baseline, the headline
-    variant, the peers, then the rest in the chain's order."""
+    variant, the best trade-offs, the peers, then the rest in the chain's order."""
     rank = [
-        0 if r.variant == "baseline" else 1 if r.headline else 2 if r.any_peer else 3
+        0
+        if r.variant == "baseline"
+        else 1
+        if r.headline
+        else 2
+        if best and str(r.variant) in best
+        else 3
+        if r.any_peer
+        else 4
         for r in rows.itertuples(index=False)
     ]
     return sorted(range(len(rank)), key=lambda i: rank[i])
 
 
-def _label_points(fig: go.Figure, rows, y: str, x_range, y_range, unit: str = "F1") -> None:
-    labels = point_labels(rows, y, unit)
-    order = label_order(rows)
+def _label_points(fig: go.Figure, rows, y: str, x_range, y_range, unit: str = "F1", best=None) -> None:
+    labels = point_labels(rows, y, unit, best)
+    order = label_order(rows, best)
     points = [(float(r.p50_ms), float(getattr(r, y))) for r in rows.itertuples(index=False)]
+    sizes = marker_sizes(rows)
     size = scatter_plot_size(view=True)
-    placed = place_labels([points[i] for i in order], [labels[i] for i in order], x_range, y_range, size)
+    placed = place_labels(
+        [points[i] for i in order], [labels[i] for i in order], x_range, y_range, size, LABEL_PX,
+        [sizes[i] for i in order],
+    )  # fmt: skip
+    variants = [str(r.variant) for r in rows.itertuples(index=False)]
     for i, where in zip(order, placed, strict=True):
         x, y_value = points[i]
+        on = best is None or variants[i] in best
         fig.add_annotation(
             x=x,
             y=y_value,
@@ -253,13 +345,13 @@ def _label_points(fig: go.Figure, rows, y: str, x_range, y_range, unit: str = "F
             arrowhead=0,
             arrowwidth=0.8,
             arrowcolor="#9ca3af",
-            standoff=7,
+            standoff=sizes[i] / 2 + 1,
             ax=where.dx,
             ay=where.dy,
             xanchor=where.anchor,
             yanchor="middle",
             align=where.anchor,
-            font={"size": 10, "color": "#111827"},
+            font={"size": LABEL_PX if on else LABEL_PX - 1, "color": "#111827" if on else "#6b7280"},
         )
 
 

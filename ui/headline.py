@@ -4,8 +4,11 @@ two peers (the README's ratios), and what it costs in F1, in plain words with th
 import math
 
 from variants.answering.timing import busy
+from variants.records.cost import BATCH1_WORDS, record_costs, saving_words, usd
+from variants.records.frontier import frontier_sentence
 from variants.records.record import Record
 
+from .point_labels import TAGS
 from .text import esc
 
 TERMS = {  # word on the page -> what it means (the tooltip)
@@ -16,6 +19,7 @@ TERMS = {  # word on the page -> what it means (the tooltip)
     "optimum's INT8": "optimum's ONNX Runtime dynamic INT8 quantization of the same baseline model: the ten-line "
     "optimization anyone can apply, without pruning.",
     "F1": "F1: how much of the reference answer's words the answer shares, 0 to 100, averaged over the questions.",
+    "a million answers": BATCH1_WORDS,
 }
 
 
@@ -32,11 +36,20 @@ def _number(value) -> float | None:
     return None if math.isnan(value) else value
 
 
-def headline_html(record: Record | None, frame, column: str, questions: str) -> str:
+def headline_html(
+    record: Record | None,
+    frame,
+    column: str,
+    questions: str,
+    usd_per_hour: float | None = None,
+    machine: str = "",
+    view: str = "answerable",
+) -> str:
     """One sentence on the record's headline variant (the chain's last, e.g. INT8): its median latency, its
     speedup over the baseline, the pipeline and optimum's INT8 where measured, and the F1 (``column`` of
-    ``frame``, on ``questions``, e.g. "answerable questions") it gives up against the baseline. Empty without
-    a headline."""
+    ``frame``, on ``questions``, e.g. "answerable questions") it gives up against the baseline; with a price
+    (``usd_per_hour``, of ``machine`` where it is a published one) what a million of its answers cost against the
+    baseline's. Under it, the best trade-offs of ``view`` in one sentence. Empty without a headline."""
     if record is None or frame is None or not len(frame):
         return ""
     rows = {r.variant: r for r in frame.itertuples(index=False)}
@@ -60,4 +73,26 @@ def headline_html(record: Record | None, frame, column: str, questions: str) -> 
         lost = f1_base - f1
         change = f"<b>{abs(lost):.1f} points</b> of {term('F1')} {'less' if lost >= 0 else 'more'}"
         text += f", for {change} than the baseline on {esc(questions)}"
-    return f'<div class="qa-summary" id="bench-headline">{text}.</div>'
+    text += "." + cost_words(record, top.variant, usd_per_hour, machine)
+    best = frontier_sentence(record, view, names=TAGS)
+    best = f'<div class="qa-muted" id="bench-frontier">{esc(best)}</div>' if best else ""
+    return f'<div class="qa-summary" id="bench-headline">{text}{best}</div>'
+
+
+def cost_words(record: Record, variant: str, usd_per_hour: float | None, machine: str = "") -> str:
+    """ " At $0.03 an hour (CPU Upgrade), a million answers from INT8 cost $0.083, 70% less than the baseline's
+    $0.28." (batch 1, the record's throughput); " On CPU Basic, which is free, they cost nothing." at a price of 0;
+    "" without a price or a throughput."""
+    if usd_per_hour is None:
+        return ""
+    if usd_per_hour == 0:
+        return f" On {esc(machine or 'a free machine')}, which is free, answers cost nothing."
+    costs = {c.variant: c for c in record_costs(record, usd_per_hour)}
+    mine, base = costs.get(variant), costs.get("baseline")
+    if mine is None or mine.batch1_usd is None:
+        return ""
+    where = f"${usd_per_hour:g} an hour" + (f" ({esc(machine)})" if machine else "")
+    text = f" At {where}, {term('a million answers')} from {esc(mine.label)} cost <b>{usd(mine.batch1_usd)}</b>"
+    if base is not None and base.batch1_usd is not None:
+        text += f", {saving_words(mine.batch1_saving)}'s {usd(base.batch1_usd)}"
+    return text + " (one question at a time)."

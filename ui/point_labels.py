@@ -45,18 +45,50 @@ def speed_text(speedup: float | None) -> str:
     return f"{speedup:.1f}×" if speedup < 10 else f"{speedup:.0f}×"
 
 
+def size_text(size_mb: float | None) -> str:
+    """ "52 MB" (the model's files), "" where not known."""
+    if size_mb is None or (isinstance(size_mb, float) and math.isnan(size_mb)):
+        return ""
+    return f"{size_mb:.0f} MB"
+
+
 def label_lines(
-    variant: str, name: str, speedup: float | None, f1: float, baseline_f1: float | None, unit: str = "F1"
+    variant: str,
+    name: str,
+    speedup: float | None,
+    f1: float,
+    baseline_f1: float | None,
+    unit: str = "F1",
+    size_mb: float | None = None,
+    best: bool = True,
 ) -> list[str]:
-    """The name, then its speed and F1 against the baseline's, e.g. ["INT8", "3.7× · −5.7 F1"]: two short lines
-    fit a phone's plot, where one long line per point cannot. The baseline gives its own F1 ("1× · F1 66.7"),
-    the reference of every other label. ``unit`` names what the y axis measures where it is not F1 against
-    answers given (the "Your questions" tab without answers plots the overlap with the baseline's answers)."""
+    """The name and model size, then its speed and F1 against the baseline's, e.g. ["INT8 · 52 MB",
+    "3.7× · −5.7 F1"]: two short lines fit a phone's plot, where one long line per point cannot. The baseline
+    gives its own F1 ("1× · F1 66.7"), the reference of every other label. ``unit`` names what the y axis
+    measures where it is not F1 against answers given (the "Your questions" tab without answers plots the overlap
+    with the baseline's answers). A point off the best trade-offs (``best`` False) gets one short line, its name
+    and speed ("+ ONNX 2.1×"): it is drawn fainter, and its numbers are in the hover box and the table."""
+    size = size_text(size_mb)
+    first = f"{tag(variant, name)} · {size}" if size else tag(variant, name)
+    if not best:
+        return [tag(variant, name) if variant == "baseline" else f"{tag(variant, name)} {speed_text(speedup)}"]
     if variant == "baseline":
-        return [tag(variant, name), f"1× · {unit} {f1:.1f}"]
+        return [first, f"1× · {unit} {f1:.1f}"]
     if baseline_f1 is None:  # no baseline measured in this record: nothing to take the numbers against
-        return [tag(variant, name), f"{unit} {f1:.1f}"]
-    return [tag(variant, name), f"{speed_text(speedup)} · {signed(f1 - baseline_f1)} {unit}"]
+        return [first, f"{unit} {f1:.1f}"]
+    return [first, f"{speed_text(speedup)} · {signed(f1 - baseline_f1)} {unit}"]
+
+
+LARGEST_MARKER_PX = 24.0  # the largest model's marker; the others' areas in proportion to their size in MB
+SMALLEST_MARKER_PX = 9.0
+
+
+def marker_px(size_mb: float | None, largest_mb: float | None) -> float:
+    """A marker's diameter in pixels, its area in proportion to the model's size (the largest one's is
+    :data:`LARGEST_MARKER_PX`), so that a smaller model is seen smaller; a middling size where not known."""
+    if not size_mb or not largest_mb or math.isnan(size_mb) or math.isnan(largest_mb):
+        return 14.0
+    return max(SMALLEST_MARKER_PX, LARGEST_MARKER_PX * math.sqrt(size_mb / largest_mb))
 
 
 @dataclass(frozen=True)
@@ -101,29 +133,31 @@ def place_labels(
     y_range: tuple[float, float],
     size: tuple[float, float],
     font_px: float = 10,
-    marker_px: float = 14,
+    marker_px: float | list[float] = 14,
 ) -> list[Placed]:
     """A position for each label (its lines) of ``points`` (data coordinates, in the order given, the first
     placed first)
     in a plot area of ``size`` (width, height) pixels showing ``x_range`` by ``y_range``: beside its point if
     there is room, else on the nearest free row above or below, clear of every other label and marker and
-    inside the plot. A label that fits nowhere goes beside its point, to the side with more room."""
+    inside the plot. A label that fits nowhere goes beside its point, to the side with more room. ``marker_px``:
+    every marker's diameter, or each one's."""
     width, height = size
     (x0, x1), (y0, y1) = x_range, y_range
     pixels = [((x - x0) / (x1 - x0) * width, (y1 - y) / (y1 - y0) * height) for x, y in points]
-    half = marker_px / 2 + 1
-    taken = [Box(px - half, py - half, px + half, py + half) for px, py in pixels]
-    markers = list(pixels)
+    sizes = marker_px if isinstance(marker_px, list) else [marker_px] * len(points)
+    halves = [m / 2 + 1 for m in sizes]
+    taken = [Box(px - h, py - h, px + h, py + h) for (px, py), h in zip(pixels, halves, strict=True)]
+    markers = [(px, py, h) for (px, py), h in zip(pixels, halves, strict=True)]
     labelled: list[Box] = []  # the labels placed so far
     step = 1.3 * font_px  # rows a line apart
     placed = []
-    for (px, py), lines in zip(pixels, labels, strict=True):
+    for (px, py), lines, half in zip(pixels, labels, halves, strict=True):
         w, h = text_size(lines, font_px)
         candidates = [
             Placed(dx, dy, anchor) for dy in _rows(step) for anchor, dx in (("left", half + 3), ("right", -half - 3))
         ]
         # Markers the leader must not cross: not those that overlap this one (any line leaving it crosses them).
-        apart = [m for m in markers if math.hypot(m[0] - px, m[1] - py) > 2 * half]
+        apart = [m for m in markers if math.hypot(m[0] - px, m[1] - py) > half + m[2]]
         chosen = None
         for strict in (True, False):  # second pass: a leader that crosses a marker beats labels on each other
             for c in candidates:
@@ -131,7 +165,7 @@ def place_labels(
                 if (
                     box.inside(width, height)
                     and not any(box.hits(t) for t in taken)
-                    and not (strict and _leader_crosses((px, py), box, c, apart, half, labelled))
+                    and not (strict and _leader_crosses((px, py), box, c, apart, labelled))
                 ):
                     chosen, found = c, box
                     break
@@ -155,14 +189,14 @@ def _rows(step: float, most: int = 24):
         yield -k * step
 
 
-def _leader_crosses(point, box: Box, placed: Placed, markers, half: float, labels: list[Box]) -> bool:
+def _leader_crosses(point, box: Box, placed: Placed, markers, labels: list[Box]) -> bool:
     """Whether the line from ``point`` to its label (the middle of the box's near side) passes over another
     marker, which would make the label seem to name that one, or through another label."""
     (px, py), tx = point, box.left if placed.anchor == "left" else box.right
     ty = (box.top + box.bottom) / 2
     steps = max(2, int(math.hypot(tx - px, ty - py) / 2))
     line = [(px + (tx - px) * k / steps, py + (ty - py) * k / steps) for k in range(steps + 1)]
-    if any(abs(x - mx) <= half + 1 and abs(y - my) <= half + 1 for x, y in line for mx, my in markers):
+    if any(abs(x - mx) <= mh + 1 and abs(y - my) <= mh + 1 for x, y in line for mx, my, mh in markers):
         return True
     return any(b.left < x < b.right and b.top < y < b.bottom for x, y in line for b in labels)
 

@@ -80,6 +80,7 @@ COLUMNS = [
     "latency_passes",
     "agreement_with_baseline",
     "load_seconds",
+    "peak_rss_mb",
     "preset",
     "kind",
     "record",
@@ -211,6 +212,8 @@ def _row(record: Record, entry: VariantEntry, view: str) -> dict[str, Any]:
         "latency_passes": len(entry.latency_pass_p50_ms) or (1 if lat else None),
         "agreement_with_baseline": entry.agreement_with_baseline,
         "load_seconds": entry.load_seconds,
+        # the whole process's peak while this entry was measured, every variant loaded: not this variant's own
+        "peak_rss_mb": (entry.memory or {}).get("peak_rss_mb"),
         "preset": record.preset,
         "kind": record.kind,
         "record": record.file,
