@@ -357,7 +357,9 @@ def test_the_validator_puts_each_message_under_its_own_box_before_anything_runs(
 def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
     record, note = stored_record(engine, results_dir)
     assert record is not None and note == ""
-    header, scatter, table, sweep, profile_note, profile, _long_note, _long, csv = benchmark_outputs(record, note)
+    header, scatter, table, _every, sweep, profile_note, profile, _long_note, _long, csv = benchmark_outputs(
+        record, note
+    )
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
     assert "in 3 passes one after another" in header
     assert len(profile) == len(engine.loaded) and "200.0 GFLOP/s in FP32" in profile_note
@@ -398,7 +400,7 @@ def test_benchmark_tab_says_when_a_record_measured_other_weights(engine, results
 def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
     record, note = stored_record(engine, tmp_path)
     assert record is None and "No benchmark records" in note
-    header, scatter, table, sweep, _note, profile, _long_note, _long, csv = benchmark_outputs(record, note)
+    header, scatter, table, _every, sweep, _note, profile, _long_note, _long, csv = benchmark_outputs(record, note)
     assert "python -m variants bench" in header and csv is None and len(table) == 0 and len(profile) == 0
     assert scatter.layout.annotations and sweep.layout.annotations
 

@@ -50,4 +50,4 @@ def test_the_chart_is_fitted_and_labelled_as_the_tab(tmp_path: Path) -> None:
     html = plot_record(Record.load(RECORD), tmp_path / "chart.html").read_text()
     html = html.replace("\\u003c", "<").replace("\\u003e", ">")  # plotly's JSON escapes the tags
     assert "F1, answerable questions (%), from 60" in html
-    assert "INT8<br>3.7× · \u22125.7 F1" in html and "Baseline<br>1× · F1 66.7" in html
+    assert "INT8 · 52 MB<br>3.7× · \u22125.7 F1" in html and "Baseline · 90 MB<br>1× · F1 66.7" in html

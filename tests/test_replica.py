@@ -160,7 +160,9 @@ def test_records_plot_latency_but_no_f1_for_random_weights(replica_record: Recor
     assert not fig.data and any("no F1 to plot" in a.text for a in fig.layout.annotations)
     sweep = seq_len_figure(replica_record).data
     assert len(sweep) == 2 and all(LATENCY_ONLY in line.name for line in sweep)
-    header, scatter, table, _sweep, _why, _profile, _long_note, _long, _csv = benchmark_outputs(replica_record, "")
+    header, scatter, table, _every, _sweep, _why, _profile, _long_note, _long, _csv = benchmark_outputs(
+        replica_record, ""
+    )
     assert LATENCY_ONLY in header and "Latency on 6" in header and "Accuracy" not in header
     assert not scatter.data and table["F1"].isna().all()
     assert table["Variant"].str.endswith(f"({LATENCY_ONLY})").all()

@@ -16,6 +16,7 @@ from ui.benchmark import (
     ANSWERABLE_HEADERS,
     LONG_COLUMNS,
     PEER_RATIOS,
+    SHORT_COLUMNS,
     TABLE_COLUMNS,
     VIEW_CHOICES,
     VIEW_COLUMNS,
@@ -24,10 +25,14 @@ from ui.benchmark import (
     table_widths,
 )
 from ui.charts import (
+    LABEL_PX,
     accuracy_figure,
     axis_note,
+    best_trade_offs,
+    draw_order,
     label_order,
     latency_figure,
+    marker_sizes,
     no_answer_floor,
     point_labels,
     scatter_plot_size,
@@ -74,7 +79,7 @@ def test_a_variant_keeps_its_colour_and_marker_in_every_plot(engine, record) -> 
     }
     names = list(results)
     bars = latency_figure(engine, names, results).data[0]
-    scatter = accuracy_figure(record_frame(record), no_answer_floor(record), "view").data
+    scatter = [t for t in accuracy_figure(record_frame(record), no_answer_floor(record), "view").data if t.name]
     sweep = seq_len_figure(record).data
     labels = {v.variant: v for v in record.variants}
     for i, name in enumerate(names):
@@ -120,7 +125,7 @@ def test_an_axis_from_zero_says_nothing_more() -> None:
 def label_texts(fig) -> dict[str, str]:
     """Each point's label (its lines joined by " / "), by the short name it begins with."""
     texts = [html.unescape(a.text).replace("<br>", " / ") for a in fig.layout.annotations if a.showarrow]
-    return {t.split(" / ")[0]: t for t in texts}
+    return {t.split(" / ")[0].split(" · ")[0]: t for t in texts}
 
 
 def test_every_point_says_its_speedup_and_the_f1_it_loses_against_the_baseline() -> None:
@@ -133,13 +138,16 @@ def test_every_point_says_its_speedup_and_the_f1_it_loses_against_the_baseline()
     assert len(labels) == len(frame) == len([t for t in fig.data if t.mode == "markers"])
     rows = {r.variant: r for r in frame.itertuples()}
     base = rows["baseline"].has_ans_f1
-    assert labels["Baseline"] == f"Baseline / 1× · F1 {base:.1f}"
+    assert labels["Baseline"] == f"Baseline · 90 MB / 1× · F1 {base:.1f}"
     for variant, tag in (("pruned-onnx-opt-int8", "INT8"), ("peer", "pipeline"), ("optimum-int8", "optimum INT8")):
         row = rows[variant]
         lost = row.has_ans_f1 - base
         sign = "+" if lost > 0 else "\u2212"
-        assert labels[tag] == f"{tag} / {row.speedup_vs_baseline:.1f}× · {sign}{abs(lost):.1f} F1"
-    assert labels["INT8"] == "INT8 / 3.7× · \u22125.7 F1"  # the README's "3.7× faster for 5.7 F1"
+        size = f"{row.size_mb:.0f} MB"
+        assert labels[tag] == f"{tag} · {size} / {row.speedup_vs_baseline:.1f}× · {sign}{abs(lost):.1f} F1"
+    assert labels["INT8"] == "INT8 · 52 MB / 3.7× · \u22125.7 F1"  # the README's "3.7× faster for 5.7 F1"
+    # off the best trade-offs (beaten on both by another): one short line, name and speed
+    assert labels["+ ONNX 2.1×"] == "+ ONNX 2.1×" and labels["Pruned 1.8×"] == "Pruned 1.8×"
 
 
 def test_labels_clear_of_each_other_and_inside_a_phones_plot() -> None:
@@ -150,17 +158,22 @@ def test_labels_clear_of_each_other_and_inside_a_phones_plot() -> None:
         column = "has_ans_f1" if view == "answerable" else "f1"
         frame = record_frame(shipped, view)
         fig = accuracy_figure(frame, no_answer_floor(shipped) if view == "pipeline" else None, "v", y=column)
-        rows = frame.sort_values("any_peer", ascending=False, kind="stable")
+        rows = draw_order(frame)
         x_range, y_range = tuple(fig.layout.xaxis.range), tuple(fig.layout.yaxis.range)
-        labels, order = point_labels(rows, column), label_order(rows)
+        best = best_trade_offs(rows, column)
+        labels, order = point_labels(rows, column, best=best), label_order(rows, best)
         points = [(r.p50_ms, getattr(r, column)) for r in rows.itertuples()]
         size = scatter_plot_size(view=True)
-        placed = place_labels([points[i] for i in order], [labels[i] for i in order], x_range, y_range, size)
+        sizes = marker_sizes(rows)
+        placed = place_labels(
+            [points[i] for i in order], [labels[i] for i in order], x_range, y_range, size, LABEL_PX,
+            [sizes[i] for i in order],
+        )  # fmt: skip
         boxes = []
         for i, where in zip(order, placed, strict=True):
             px = (points[i][0] - x_range[0]) / (x_range[1] - x_range[0]) * size[0]
             py = (y_range[1] - points[i][1]) / (y_range[1] - y_range[0]) * size[1]
-            w, h = text_size(labels[i], 10)
+            w, h = text_size(labels[i], LABEL_PX)
             left = px + where.dx - (w if where.anchor == "right" else 0)
             boxes.append(Box(left, py + where.dy - h / 2, left + w, py + where.dy + h / 2))
         assert all(b.inside(*size) for b in boxes), view
@@ -177,13 +190,16 @@ def test_the_tab_leads_with_the_answerable_questions(record) -> None:
     assert VIEW_CHOICES[0][1] == "answerable"
     full = with_answered_share(record)
     header, scatter, table, *_ = benchmark_outputs(full, "")
-    plotted = {t.name: t.y[0] for t in scatter.data}
+    plotted = {t.name: t.y[0] for t in scatter.data if t.mode == "markers"}
     assert plotted == {e.short_label: e.accuracy["pipeline"].has_ans_f1 for e in full.variants}
     assert scatter.layout.yaxis.title.text.startswith("F1, answerable questions (%)")
     assert "answerable questions, threshold 0" in scatter.layout.title.text
     headers = {**TABLE_COLUMNS, **ANSWERABLE_HEADERS}  # short: the table's label says which questions
     peers = PEER_RATIOS  # the fake record measured no peer: their columns are left out
-    assert list(table.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"] if c not in peers]
+    shown = [headers[c] for c in SHORT_COLUMNS["answerable"] if c not in peers]
+    assert list(table.columns) == shown  # every column: one click away
+    every = benchmark_outputs(full, "")[3]
+    assert list(every.columns) == [headers[c] for c in VIEW_COLUMNS["answerable"] if c not in peers]
     assert list(table.columns[:4]) == ["Variant", "F1", "% answered", "× baseline"]  # what a phone shows
     assert list(table["% answered"]) == [80.0] * len(full.variants)
     assert "F1 on the 10 questions whose passage holds the answer" in header and "±31 points" in header
@@ -201,14 +217,16 @@ def test_a_number_the_record_lacks_is_said_not_invented(record) -> None:
     assert "does not hold F1 on the answerable questions alone" in header and "choose a SQuAD v2 view" in header
     assert not scatter.data and "no F1" in scatter.layout.annotations[0].text
     header, scatter, *_ = benchmark_outputs(older, "", "pipeline")  # the SQuAD v2 view still has all it needs
-    assert "qa-notice" not in header and len(scatter.data) == len(record.variants) + 1
+    markers = [t for t in scatter.data if t.mode == "markers"]
+    assert "qa-notice" not in header and len(markers) == len(record.variants)
 
 
 @pytest.mark.parametrize("view", ["answerable", "pipeline", "best", "calibrated"])
 def test_every_accuracy_view_is_plotted(record, view: str) -> None:
     header, scatter, table, *_ = benchmark_outputs(with_answered_share(record), "", view)
     squad = view != "answerable"
-    assert len(scatter.data) == len(record.variants) + squad  # + the always-"no answer" line
+    markers = [t for t in scatter.data if t.mode == "markers"]
+    assert len(markers) == len(record.variants) and len(scatter.data) - len(markers) <= 1 + squad  # + the lines
     assert table["F1"].notna().all()  # on all of SQuAD v2, or on its answerable questions
     assert ("threshold" in table.columns) == (view in ("best", "calibrated"))  # 0 for all in the pipeline view
     assert "Accuracy shown" in header
@@ -234,7 +252,8 @@ def test_a_random_weight_variant_beside_real_ones_gets_no_f1(record) -> None:
     odd = mixed.variants[1]
     odd.latency_only = True
     header, scatter, table, *_ = benchmark_outputs(mixed, "")
-    assert len(scatter.data) == len(mixed.variants) - 1 and odd.short_label not in {t.name for t in scatter.data}
+    markers = [t for t in scatter.data if t.mode == "markers"]
+    assert len(markers) == len(mixed.variants) - 1 and odd.short_label not in {t.name for t in scatter.data}
     assert f"{LATENCY_ONLY}</span>: {odd.short_label}" in header and "Accuracy on" in header
     row = table[table["Variant"] == f"{odd.short_label} ({LATENCY_ONLY})"]
     assert len(row) == 1 and row["F1"].isna().all() and row["median ms"].notna().all()

@@ -93,11 +93,12 @@ VIEW_COLUMNS = {  # each view's table, in order: all of it in a desktop's width 
 # The table on the page: what a phone can swipe through (the name pinned, six or seven numbers); every column is one
 # click away ("Every column") and in the CSV. It showed 4 of 15 columns on a phone.
 SHORT_COLUMNS = {
-    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", "p50_ms", "size_mb"],
-    "pipeline": ["short_label", "f1", "has_ans_f1", "speedup_vs_baseline", "p50_ms", "size_mb"],
-    "best": ["short_label", "f1", "threshold", "speedup_vs_baseline", "p50_ms", "size_mb"],
-    "calibrated": ["short_label", "f1", "threshold", "speedup_vs_baseline", "p50_ms", "size_mb"],
-}
+    "answerable": ["short_label", "has_ans_f1", "has_ans_answered", "speedup_vs_baseline", *PEER_RATIOS, "p50_ms",
+                   "size_mb"],
+    "pipeline": ["short_label", "f1", "has_ans_f1", "speedup_vs_baseline", *PEER_RATIOS, "p50_ms", "size_mb"],
+    "best": ["short_label", "f1", "threshold", "speedup_vs_baseline", *PEER_RATIOS, "p50_ms", "size_mb"],
+    "calibrated": ["short_label", "f1", "threshold", "speedup_vs_baseline", *PEER_RATIOS, "p50_ms", "size_mb"],
+}  # fmt: skip
 # The answerable view's headers are short: its table's label says the accuracy is on the answerable questions.
 ANSWERABLE_HEADERS = {"has_ans_f1": "F1", "has_ans_answered": "% answered", "has_ans_exact": "EM"}
 # Column widths by header (others 72px): a phone (324 px of table) shows the name and the first three numbers, the
@@ -279,7 +280,7 @@ def table_frame(frame, view: str = DEFAULT_VIEW, every: bool = True):
 
     columns = (VIEW_COLUMNS if every else SHORT_COLUMNS).get(view, VIEW_COLUMNS["pipeline"])
     if frame is not None and "usd_per_million" in frame and frame["usd_per_million"].notna().any():
-        at = columns.index("speedup_vs_baseline") + 1  # the cost beside the speed it comes from
+        at = max(columns.index(c) for c in ("speedup_vs_baseline", *PEER_RATIOS) if c in columns) + 1  # by the speeds
         best = ["usd_per_million_best"] if frame["usd_per_million_best"].notna().any() else []
         columns = [*columns[:at], "usd_per_million", *best, *columns[at:]]
     if frame is None or not len(frame):
@@ -287,7 +288,7 @@ def table_frame(frame, view: str = DEFAULT_VIEW, every: bool = True):
     bounds = zip(frame["speedup_vs_baseline_low"], frame["speedup_vs_baseline_high"], strict=True)
     frame = frame.assign(speedup_vs_baseline_spread=[spread(low, high) for low, high in bounds])
     shown = [c for c in columns if c in frame.columns]
-    if not frame["speedup_vs_baseline_spread"].astype(bool).any():
+    if "speedup_vs_baseline_spread" in shown and not frame["speedup_vs_baseline_spread"].astype(bool).any():
         shown.remove("speedup_vs_baseline_spread")  # one pass: no range to show
     shown = [c for c in shown if c not in PEER_RATIOS or frame[c].notna().any()]  # a peer the run did not measure
     table = frame[shown].copy()

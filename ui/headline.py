@@ -23,6 +23,9 @@ TERMS = {  # word on the page -> what it means (the tooltip)
 }
 
 
+SENTENCE_NAMES = {"baseline": "the baseline", "peer": "transformers' pipeline"}  # the chart's tags, in a sentence
+
+
 def term(word: str, shown: str | None = None) -> str:
     """``word`` with its meaning in a tooltip (title=), dotted underline as a hint."""
     return f'<span class="qa-term" title="{esc(TERMS[word])}">{esc(shown or word)}</span>'
@@ -74,7 +77,7 @@ def headline_html(
         change = f"<b>{abs(lost):.1f} points</b> of {term('F1')} {'less' if lost >= 0 else 'more'}"
         text += f", for {change} than the baseline on {esc(questions)}"
     text += "." + cost_words(record, top.variant, usd_per_hour, machine)
-    best = frontier_sentence(record, view, names=TAGS)
+    best = frontier_sentence(record, view, names={**TAGS, **SENTENCE_NAMES})
     best = f'<div class="qa-muted" id="bench-frontier">{esc(best)}</div>' if best else ""
     return f'<div class="qa-summary" id="bench-headline">{text}{best}</div>'
 

@@ -17,6 +17,8 @@ from variants.benchmarking.peer import optimum_int8_runner, peer_runner
 from variants.building.replica import LATENCY_ONLY
 from variants.cli import add_model_arguments, engine_from_args, non_negative_int, positive_int
 from variants.core.hardware import hardware_slug
+from variants.records.cost import check_price, cost_sentence, find_price, record_costs
+from variants.records.frontier import frontier_sentence
 from variants.records.record import Record
 from variants.records.results import RESULTS_DIR, save_record
 
@@ -27,6 +29,20 @@ def _ints(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError("give one number at least, e.g. 32,64")
     return values
+
+
+def price_argument(text: str) -> float | str:
+    """An argparse type: dollars per hour (a number, 0 or more) or a published machine's key (cpu-upgrade)."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            return find_price(text).key
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("a price per hour is a number of dollars, 0 or more")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=positive_int, default=None, help="CPU threads for PyTorch and ONNX Runtime alike"
     )
     parser.add_argument(
+        "--price",
+        type=price_argument,
+        default=None,
+        help="dollars per hour of this machine, or a published Spaces machine (cpu-basic, cpu-upgrade, t4-small, "
+        "t4-medium, l4, a10g-small, a100-large; only one of this record's hardware): the summary adds the cost "
+        "per million answers",
+    )
+    parser.add_argument(
         "--long-inputs",
         action="store_true",
         help="also ask every question about its whole article, under each window rule (the headline variants)",
@@ -117,7 +141,7 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
     if args.long_inputs:
         record.long_inputs = long_input_view(engine, examples, progress=progress)
     json_path, csv_path = save_record(record, args.out)
-    print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0))))
+    print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0)), price=args.price))
     if record.long_inputs:
         print(long_input_table(record.long_inputs))
     print(f"\nwrote {json_path}\n      {csv_path}")
@@ -129,8 +153,10 @@ def _view_for(mode: NullThreshold) -> str:
     return "calibrated" if parse_null_threshold(mode) == "calibrated" else "pipeline"
 
 
-def summary_table(record: Record, view: str = "pipeline") -> str:
-    """A plain-text table of the headline numbers, one line per variant and the peer, accuracy of ``view``."""
+def summary_table(record: Record, view: str = "pipeline", price: float | str | None = None) -> str:
+    """A plain-text table of the headline numbers, one line per variant and the peer, accuracy of ``view``; then
+    the best trade-offs in a sentence and, with a ``price`` (dollars per hour, or a published machine's key),
+    the cost per million answers (:func:`cost_lines`)."""
 
     def fmt(value: Any, spec: str) -> str:
         return f"{'-':>8}" if value is None else format(value, spec)
@@ -166,7 +192,35 @@ def summary_table(record: Record, view: str = "pipeline") -> str:
         lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
     if any(busy(e.stretch) for e in record.entries):  # the timing rule's flag: no winner from a disturbed run
         lines.append("The machine was busy while timing: these latencies and speedups are unreliable; run it again.")
+    best = frontier_sentence(record, "pipeline" if view == "pipeline" else view)
+    lines += [best] if best else []
+    lines += cost_lines(record, price) if price is not None else []
     return "\n".join(lines)
+
+
+def cost_lines(record: Record, price: float | str) -> list[str]:
+    """The cost per million answers of every entry at ``price`` (dollars per hour, or a published machine's key,
+    refused for hardware the record did not run on), at batch 1 and at its sweep's best batch."""
+    if isinstance(price, str):
+        machine = find_price(price)
+        try:
+            check_price(machine, record)
+        except ValueError as exc:
+            return [f"cost: not shown: {exc}"]
+        if machine.free:
+            return [f"cost: {machine.name} is free: answers cost nothing per hour there."]
+        usd, where = machine.usd_per_hour, f"${machine.usd_per_hour:g}/hour ({machine.name})"
+    else:
+        usd, where = price, f"${price:g}/hour"
+        if usd == 0:
+            return ["cost: at a price of 0, answers cost nothing."]
+    lines = [f"cost per million answers at {where}; batch 1: one process, one question at a time, 1000 / mean ms"]
+    for cost in record_costs(record, usd):
+        line = "  " + cost_sentence(cost)
+        if cost.best_usd is not None:
+            line += f"; at its best batch ({cost.best_batch}): " + cost_sentence(cost, best=True).split(": ", 1)[1]
+        lines.append(line)
+    return lines
 
 
 def _printer(every: float = 5.0) -> Progress:

@@ -21,7 +21,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from ui.charts import Y_TITLES, accuracy_figure, axis_note, label_order, no_answer_floor, point_labels, scatter_ranges
+from ui.charts import (
+    FAINT,
+    Y_TITLES,
+    accuracy_figure,
+    axis_note,
+    best_trade_offs,
+    draw_order,
+    label_order,
+    marker_sizes,
+    no_answer_floor,
+    point_labels,
+    scatter_ranges,
+)
 from ui.palette import PEER, variant_style
 from ui.point_labels import place_labels
 from variants.core.hardware import hardware_label
@@ -69,10 +81,17 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig, ax = plt.subplots(figsize=(8, 6), dpi=150)
-    points = points.sort_values("any_peer", ascending=False, kind="stable")  # peers drawn first, ours on top
+    points = draw_order(points)  # larger models first: a small marker is never hidden behind a larger one
     y_range, x_range = scatter_ranges(points, column, floor)
-    for _, row in points.iterrows():
+    best = best_trade_offs(points, column)
+    at = {r.variant: (r.p50_ms, getattr(r, column)) for r in points.itertuples(index=False)}
+    if len(best) > 1:  # the best trade-offs joined by a line, under the markers
+        ax.plot([at[n][0] for n in best], [at[n][1] for n in best], color="#4b5563", linewidth=1.2, zorder=1)
+    # the markers' areas in proportion to the models' sizes (the tab's pixels, as points at this figure's dpi)
+    sizes = [px * 72 / fig.dpi * 1.6 for px in marker_sizes(points)]
+    for (_, row), size in zip(points.iterrows(), sizes, strict=True):
         style = variant_style(PEER if row["is_peer"] else row["variant"])
+        alpha = 1.0 if row["variant"] in best else FAINT
         p90 = row["p90_ms"] if row["p90_ms"] == row["p90_ms"] else row["p50_ms"]
         ax.plot(  # the spread: thin and light, the median's marker on top
             [row["p50_ms"], max(row["p50_ms"], p90)], [row[column]] * 2, color=style.colour, alpha=0.35, linewidth=1
@@ -82,10 +101,12 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
             row[column],
             style.mpl_marker,
             color=style.colour,
-            markersize=9,
+            markersize=size,
+            alpha=alpha,
             markerfacecolor="none" if style.hollow else style.colour,
             markeredgecolor=style.colour if style.hollow else "#1f2937",
             markeredgewidth=1.6 if style.hollow else 0.6,
+            zorder=2,
         )
     if floor is not None:
         ax.axhline(floor, color="#9ca3af", linestyle=":", linewidth=1.2)
@@ -101,28 +122,37 @@ def plot_record(record: Record, out: str | Path, view: str = ANSWERABLE) -> Path
         )
     ax.set_ylim(*y_range)
     ax.set_xlim(*x_range)
-    ax.set_xlabel("median latency per question, batch 1 (ms); bar: median to p90")
+    ax.set_xlabel(
+        "median latency per question, batch 1 (ms); bar: median to p90\n"
+        "line: the best trade-offs (no other variant both faster and more accurate); marker area: model size (MB)"
+    )
     ax.set_ylabel(Y_TITLES[column] + axis_note(y_range[0]))
     ax.set_title(_title(record, view), fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    _label(ax, points, column, x_range, y_range)
+    _label(ax, points, column, x_range, y_range, best, sizes)
     fig.savefig(out)
     plt.close(fig)
     return out
 
 
-def _label(ax, points, column: str, x_range, y_range) -> None:
+def _label(ax, points, column: str, x_range, y_range, best: list[str], sizes: list[float]) -> None:
     """The tab's labels (``ui.charts.point_labels``), placed by the same rule for this figure's plot area."""
     box = ax.get_window_extent()
     font_pt = 7.5
     font_px = font_pt * ax.figure.dpi / 72
-    labels, order = point_labels(points, column), label_order(points)
+    labels, order = point_labels(points, column, best=best), label_order(points, best)
     xy = [(float(r.p50_ms), float(getattr(r, column))) for r in points.itertuples(index=False)]
     size = (box.width, box.height)
-    marker_px = 9 * ax.figure.dpi / 72  # the markers' size, 9 points
+    marker_px = [s * ax.figure.dpi / 72 for s in sizes]  # the markers' sizes, from points
     placed = place_labels(
-        [xy[i] for i in order], [labels[i] for i in order], x_range, y_range, size, font_px, marker_px
+        [xy[i] for i in order],
+        [labels[i] for i in order],
+        x_range,
+        y_range,
+        size,
+        font_px,
+        [marker_px[i] for i in order],
     )
     for i, where in zip(order, placed, strict=True):
         ax.annotate(
@@ -133,6 +163,7 @@ def _label(ax, points, column: str, x_range, y_range) -> None:
             ha=where.anchor,
             va="center",
             fontsize=font_pt,
+            color="#111827" if points.iloc[i]["variant"] in best else "#6b7280",
             linespacing=1.1,
             arrowprops={"arrowstyle": "-", "color": "#9ca3af", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 6},
         )
