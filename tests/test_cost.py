@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ui.benchmark import benchmark_outputs
 from ui.charts import FRONTIER_NAME, accuracy_figure
+from ui.cost_view import price_choices
 from ui.headline import headline_html
 from variants.benchmarking.cli import price_argument, summary_table
 from variants.records.cost import (
@@ -118,3 +120,17 @@ def test_the_headline_gains_the_cost_when_a_price_is_set(shipped: Record) -> Non
     assert "70% less than the baseline's $0.28" in priced
     free = headline_html(shipped, frame, "has_ans_f1", "answerable questions", 0.0, "CPU Basic")
     assert "On CPU Basic, which is free, answers cost nothing" in free
+
+
+def test_the_tab_shows_the_cost_per_variant_and_says_free(shipped: Record) -> None:
+    header, _scatter, table, every, *_ = benchmark_outputs(shipped, "", "answerable", 0.03, "cpu-upgrade")
+    row = table[table["Variant"] == "Pruned + ONNX + INT8"].iloc[0]
+    assert row["$ per million answers"] == "$0.083 · 70% less"
+    assert row["$ per million, best batch"] == "$0.062 · 69% less (batch 8)"
+    assert "(CPU Upgrade)" in header and "answers per hour this record measured" in header
+    assert "$ per million answers" in every.columns
+    header, _scatter, table, *_ = benchmark_outputs(shipped, "", "answerable", 0.0, "cpu-basic")
+    assert "CPU Basic is free" in header and set(table["$ per million answers"]) == {"free"}
+    header, _scatter, table, *_ = benchmark_outputs(shipped, "")
+    assert "$ per million answers" not in table.columns and "Pick a machine or type a price" in header
+    assert [key for _label, key in price_choices(shipped)] == ["cpu-basic", "cpu-upgrade", ""]  # CPU machines only

@@ -21,6 +21,7 @@ from variants.benchmarking import evaluate as evaluation
 from variants.benchmarking.bench import benchmark, load_data
 from variants.benchmarking.options import Options
 from variants.core.question_files import read_questions
+from variants.records.cost import record_costs, usd
 from variants.records.record import Record
 from variants.records.results import records_to_frame
 
@@ -159,6 +160,10 @@ def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) ->
     assert figure.layout.yaxis.title.text == "F1 on your questions (%)" and len(figure.data) >= 3
     assert Path(answers.value["path"]).read_text(encoding="utf-8").startswith("id,question,gold answers,Baseline")
     assert Record.load(record.value["path"]).data["n_questions"] == 6
+    assert "$ per million" not in table  # no price set: no cost column
+    priced = handlers["reprice"](3.6, request)  # the finished run, priced: this run's throughput, the one function
+    costs = {c.variant: c for c in record_costs(Record.load(record.value["path"]), 3.6)}
+    assert "$ per million" in priced and usd(costs["baseline"].batch1_usd) in priced
 
 
 def test_a_bad_file_on_the_tab_says_why_and_starts_nothing(engine) -> None:

@@ -25,7 +25,10 @@ def _ratio(value: float, spread: list[float] | None) -> str:
 
 
 def _expected(entry: dict, optimum: str) -> list[str]:
-    """A row as the README writes it: F1 and answerable F1 at threshold 0, p50, × pipeline, × optimum INT8."""
+    """A row as the README writes it: F1 and answerable F1 at threshold 0, p50, × pipeline, × optimum INT8, and
+    dollars per million answers at CPU Upgrade's published price (the one cost function, to the cent)."""
+    from variants.records.cost import cost_per_million, find_price, usd  # noqa: PLC0415
+
     accuracy, p50 = entry["accuracy"]["pipeline"], entry["latency_ms"]["p50"]
     if entry["variant"] == "peer":
         vs_pipeline = "1.00"
@@ -36,7 +39,8 @@ def _expected(entry: dict, optimum: str) -> list[str]:
     else:
         median, low, high = entry["speedup_vs_peers"][optimum]
         vs_optimum = _ratio(median, [low, high])
-    return [f"{accuracy['f1']:.2f}", f"{accuracy['has_ans_f1']:.2f}", f"{p50:.1f} ms", vs_pipeline, vs_optimum]
+    cost = usd(cost_per_million(entry["throughput_qps"], find_price("cpu-upgrade").usd_per_hour)).removeprefix("$")
+    return [f"{accuracy['f1']:.2f}", f"{accuracy['has_ans_f1']:.2f}", f"{p50:.1f} ms", vs_pipeline, vs_optimum, cost]
 
 
 def test_the_readme_table_is_the_record_it_names() -> None:

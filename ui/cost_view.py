@@ -128,19 +128,12 @@ def cost_note(record: Record | None, price: float | None, key: str | None) -> st
     elif price is None:
         what = "Pick a machine or type a price to see what a million answers cost."
     else:
+        cores = (record.hardware or {}).get("usable_cores") if device_kind(record.device) == "cpu" else None
+        on = f", one process on its {cores} cores" if cores else ""
         what = (
-            f"At <b>${price:g}</b> an hour{f' ({esc(name)})' if name else ''}: the cost per million answers is that "
-            f'price over the <span class="qa-term" title="{esc(BATCH1_WORDS)}">answers per hour this record '
-            f"measured</span>."
+            f"At <b>${price:g}</b> an hour{f' ({esc(name)})' if name else ''}: that price over the "
+            f'<span class="qa-term" title="{esc(BATCH1_WORDS)}">answers per hour this record measured</span>{on}.'
         )
-        if device_kind(record.device) == "cpu":
-            cores = (record.hardware or {}).get("usable_cores")
-            what += (
-                f" It was measured on {cores} cores: a machine with more serves more per hour with more processes, so"
-                " this is what one such process costs."
-                if cores
-                else ""
-            )
     best = f' <span class="qa-term" title="{esc(BEST_BATCH_WORDS)}">Best batch</span>: the batch sweep\'s fastest.'
     has_sweep = any(e.peak_throughput_qps for e in record.entries)
     return f'<div class="qa-muted" id="bench-cost-note">{what}{best if has_sweep and price else ""} {source}</div>'

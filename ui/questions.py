@@ -26,6 +26,7 @@ from variants.records.results import records_to_frame
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
 
 from .charts import accuracy_figure, no_answer_floor
+from .cost_view import cost_cell, costs_by_variant, usd_per_hour
 from .styles import html_block
 from .text import esc, fmt_ms
 
@@ -132,13 +133,21 @@ COLUMNS = [  # (VariantScore field, heading, tooltip, labelled files only)
 ]
 
 
-def scores_html(scores: list[Any], labelled: bool) -> str:
-    """The per-variant table; a column for the timing rule's busy-machine flag appears where one is set."""
+COST_TIP = (
+    "dollars per million answers at the price per hour you set, from this run's throughput on this machine "
+    "(one question at a time: 1,000 / the mean ms), and the saving against the baseline"
+)
+
+
+def scores_html(scores: list[Any], labelled: bool, costs: dict[str, Any] | None = None) -> str:
+    """The per-variant table; a column for the timing rule's busy-machine flag appears where one is set, one for
+    the cost per million answers where a price is (``costs``: :func:`ui.cost_view.costs_by_variant`)."""
     if not scores:
         return ""
     columns = [c for c in COLUMNS if labelled or not c[3]]
     busy = any(s.busy for s in scores)
     head = "".join(f'<th title="{esc(tip)}">{esc(name)}</th>' for _, name, tip, _ in columns)
+    head += f'<th title="{esc(COST_TIP)}">$ per million</th>' if costs else ""
     head += (
         '<th title="the timing rule: how much longer the runs took than their computing time (a busy machine '
         'stretches them)">Machine</th>'
@@ -158,6 +167,9 @@ def scores_html(scores: list[Any], labelled: bool) -> str:
             text = fmt_ms(value) if name.endswith("_ms") else "–" if value is None else f"{value:.1f}"
             text += "%" if value is not None and name in ("agree_exact", "agree_f1", "answered") else ""
             cells.append(f"<td>{esc(text)}</td>")
+        if costs:
+            cost = costs.get(s.variant)
+            cells.append(f"<td>{esc(cost_cell(cost.batch1_usd, cost.batch1_saving, s.variant) if cost else '')}</td>")
         # short in the cell (a phone's rows stay one line high), the sentence in the tooltip
         flag = f"busy: {s.stretch:.1f}×" if s.busy and s.stretch else s.busy or ""
         cells += [f'<td title="{esc(s.busy or "")}">{esc(flag)}</td>'] if busy else []
@@ -253,7 +265,9 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
 
     shown: dict[str, float] = {}  # when each session's results were last drawn
 
-    def step(tick: int, request: gr.Request) -> tuple:
+    finished: dict[str, tuple[Any, Any]] = {}  # each session's last finished run and its record, to price it again
+
+    def step(tick: int, request: gr.Request, price: float | None = None) -> tuple:
         key = request.session_hash or ""
         run = runs.get(key)
         if run is None:
@@ -264,28 +278,40 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
             if time.monotonic() - shown.get(key, 0.0) < REFRESH_S:
                 return status, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), tick + 1
             shown[key] = time.monotonic()
-            return status, *results(run)[:2], gr.skip(), gr.skip(), gr.skip(), tick + 1
+            return status, *results(run, price=price)[:2], gr.skip(), gr.skip(), gr.skip(), tick + 1
         shown.pop(key, None)
         runs.end(key)
         record = run.record()  # once, for the table, the chart and the download
+        finished[key] = (run, record)
         csv_path, json_path = downloads(run, record)
         answers_file = gr.DownloadButton(value=csv_path, interactive=True)
         record_file = gr.DownloadButton(value=json_path, interactive=True)
-        return status, *results(run, record), answers_file, record_file, gr.skip()  # the counter stays: the loop ends
+        # the counter stays: the loop ends
+        return status, *results(run, record, price), answers_file, record_file, gr.skip()
+
+    def reprice(price: float | None, request: gr.Request):
+        """The finished run's table at another price (a run still going shows it at its next refresh)."""
+        done = finished.get(request.session_hash or "")
+        if done is None:
+            return gr.skip()
+        run, record = done
+        return scores_html(run.scores(record), run.questions.labelled, costs_by_variant(record, usd_per_hour(price)))
 
     def stop(request: gr.Request) -> None:
         run = runs.get(request.session_hash or "")
         if run is not None:
             run.stop("stopped")
 
-    return {"begin": begin, "step": step, "stop": stop}
+    return {"begin": begin, "step": step, "stop": stop, "reprice": reprice}
 
 
-def results(run: Any, record: Any | None = None) -> tuple:
-    """The table, the chart and the disagreements, from one record of the run (it scores every question)."""
+def results(run: Any, record: Any | None = None, price: float | None = None) -> tuple:
+    """The table (with the cost per million answers at ``price`` dollars per hour, where set), the chart and the
+    disagreements, from one record of the run (it scores every question)."""
     record = record or run.record()
     scores = run.scores(record)
-    return scores_html(scores, run.questions.labelled), chart(run, scores, record), disagreements_html(run)
+    costs = costs_by_variant(record, usd_per_hour(price))
+    return scores_html(scores, run.questions.labelled, costs), chart(run, scores, record), disagreements_html(run)
 
 
 def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
@@ -377,6 +403,13 @@ def questions_tab(engine: Engine, group: dict, start: Start) -> None:
     with gr.Row():
         run = gr.Button("Run every variant on my questions", variant="primary", scale=3)
         stop = gr.Button("Stop", variant="stop", scale=1)
+    price = gr.Number(
+        None,
+        label="Dollars per hour of this machine (optional)",
+        info="Adds what a million answers cost at this run's throughput; the Benchmark tab lists published prices.",
+        minimum=0,
+        elem_id="questions-price",
+    )
     status = html_block(status_html(None), elem_id="questions-status")
     table = html_block("", elem_id="questions-scores")
     plot = gr.Plot(accuracy_figure(None), show_label=False, elem_id="questions-chart")
@@ -403,10 +436,11 @@ def questions_tab(engine: Engine, group: dict, start: Start) -> None:
     )
     tick.change(
         handlers["step"],
-        [tick],
+        [tick, price],
         [status, table, plot, disagree, answers_file, record_file, tick],
         api_visibility="private",
         show_progress="hidden",
         **group,
     )
     stop.click(handlers["stop"], None, None, queue=False, api_visibility="private")
+    price.change(handlers["reprice"], [price], [table], api_visibility="private")
