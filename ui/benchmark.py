@@ -509,7 +509,10 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     priced = [choice, view, quick_runs, price, price_choice]
     gr.on([choice.change, view.change, price.change], select, priced, shown, api_visibility="private")
     choice.change(prices, [choice, quick_runs, price_choice], price_choice, api_visibility="private")
-    price_choice.change(pick, [price_choice, price], price, api_visibility="private")
+    # then drawn at once: a box set from empty to 0 (CPU Basic, free) fired no change of its own
+    price_choice.change(pick, [price_choice, price], price, api_visibility="private").then(
+        select, priced, shown, api_visibility="private"
+    )
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),

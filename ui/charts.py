@@ -306,21 +306,15 @@ def point_labels(rows, y: str, unit: str = "F1", best: list[str] | None = None) 
 
 
 def label_order(rows, best: list[str] | None = None) -> list[int]:
-    """Which labels are placed first (they get the spot beside their point): the baseline, the headline
-    variant, the best trade-offs, the peers, then the rest in the chain's order."""
-    rank = [
-        0
-        if r.variant == "baseline"
-        else 1
-        if r.headline
-        else 2
-        if best and str(r.variant) in best
-        else 3
-        if r.any_peer
-        else 4
-        for r in rows.itertuples(index=False)
-    ]
-    return sorted(range(len(rank)), key=lambda i: rank[i])
+    """Which labels are placed first (they get the spot beside their point): the baseline, then the best
+    trade-offs (the headline variant first), the peers, then the rest in the chain's order."""
+
+    def rank(r) -> tuple:
+        on = best is None or str(r.variant) in best
+        return (r.variant != "baseline", not on, not r.headline, not r.any_peer)
+
+    ranks = [rank(r) for r in rows.itertuples(index=False)]
+    return sorted(range(len(ranks)), key=lambda i: ranks[i])
 
 
 def _label_points(fig: go.Figure, rows, y: str, x_range, y_range, unit: str = "F1", best=None) -> None:
