@@ -120,7 +120,7 @@ def test_example_and_bad_input(page, shots: Path) -> None:
 def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.get_by_role("tab", name="Benchmark").click()
     page.wait_for_selector("#bench-scatter .js-plotly-plot .scatterlayer .point")
-    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 6
+    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 7  # 6 variants and the best trade-offs' line
     assert page.locator("#bench-seqlen .scatterlayer .trace").count() == 6
     header = page.locator("#bench-header").inner_text()
     assert "Stored benchmark record" in header and "questions whose passage holds the answer" in header  # the default
@@ -128,9 +128,14 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.get_by_text("SQuAD v2, best threshold").click()  # another accuracy view, same record
     page.locator("#bench-header").get_by_text("best F1 (threshold chosen on these questions)").wait_for()
     assert "“no answer” to every one already scores 50.0" in page.locator("#bench-header").inner_text()
-    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 7  # and the always-"no answer" line
+    assert page.locator("#bench-scatter .scatterlayer .trace").count() == 8  # and the always-"no answer" line
     assert "always “no answer”: 50.0" in page.locator("#bench-scatter .annotation-text").all_text_contents()
     assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
+    page.locator("#bench-price-choice input").click()  # a published price of this record's hardware (a CPU)
+    page.get_by_role("option", name="CPU Upgrade (8 vCPU, 32 GB): $0.03/hour").click()
+    page.locator("#bench-header").get_by_text("a million answers").wait_for()  # the headline says the cost
+    assert "$ per million answers" in page.locator("#bench-table thead").inner_text()
+    assert page.locator("#bench-price-usd input").input_value() == "0.03"
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()
     page.get_by_role("columnheader", name="Build steps").wait_for()  # the page's intro speaks of build steps too
