@@ -33,6 +33,7 @@ from ui.ask import (
 from ui.benchmark import (
     ANSWERABLE_HEADERS,
     PEER_RATIOS,
+    SHORT_COLUMNS,
     TABLE_COLUMNS,
     VIEW_COLUMNS,
     benchmark_outputs,
@@ -357,7 +358,7 @@ def test_the_validator_puts_each_message_under_its_own_box_before_anything_runs(
 def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Path) -> None:
     record, note = stored_record(engine, results_dir)
     assert record is not None and note == ""
-    header, scatter, table, _every, sweep, profile_note, profile, _long_note, _long, csv = benchmark_outputs(
+    header, scatter, short, table, sweep, profile_note, profile, _long_note, _long, csv = benchmark_outputs(
         record, note
     )
     assert "Stored benchmark record" in header and "20" in header and "30 timed runs" in header
@@ -366,11 +367,12 @@ def test_benchmark_tab_reads_the_record_for_this_machine(engine, results_dir: Pa
     int8 = next(v.spec.name for v in engine.loaded if "int8" in v.spec.name)
     row = profile.iloc[[v.spec.name for v in engine.loaded].index(int8)]
     assert row["% of peak"] == pytest.approx(100 * row["GFLOP/s"] / 800.0, abs=0.1)  # the INT8 peak
-    assert len(scatter.data) == len(engine.loaded)
+    assert len([t for t in scatter.data if t.mode == "markers"]) == len(engine.loaded)  # and the best trade-offs' line
     assert len(sweep.data) == len(engine.loaded)
     headers = {**TABLE_COLUMNS, **ANSWERABLE_HEADERS}
     shown = [headers[c] for c in VIEW_COLUMNS["answerable"] if c not in PEER_RATIOS]  # no peer in this record
-    assert list(table.columns) == shown  # the default view
+    assert list(table.columns) == shown  # the default view, every column (one click away on the page)
+    assert list(short.columns) == [headers[c] for c in SHORT_COLUMNS["answerable"] if c not in PEER_RATIOS]
     assert len(table) == len(engine.loaded)
     assert list(table["× baseline, range over passes"])[:2] == ["0.90–1.10", "1.90–2.10"]
     single_pass = table_frame(record_frame(record).assign(speedup_vs_baseline_low=None))
@@ -409,14 +411,15 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     calls = []
     stored = stored_records(results_dir)
     quick = make_quick_benchmark(engine, SAMPLE_FILE, quick_benchmark, stored)
-    header, scatter, table, _sweep, _why, _profile, _long_note, _long, download, runs, chooser = quick(
+    header, scatter, table, _every, _sweep, _why, _profile, _long_note, _long, download, runs, chooser = quick(
         3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
     )
     assert "Quick benchmark" in header and "noisy at this size" in header and "(None)" not in header
     assert table.column_widths and len(table.column_widths) == len(table.value["headers"])
     table = pd.DataFrame(table.value["data"], columns=table.value["headers"])
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
-    assert len(scatter.data) == len(engine.loaded) + 1  # and the always-"no answer" line of the SQuAD v2 views
+    markers = [t for t in scatter.data if t.mode == "markers"]
+    assert len(markers) == len(engine.loaded) and "always “no answer”" in scatter.data[-1].name  # SQuAD v2 views
     assert download.value and calls and calls[-1][0] == 1.0
     assert len(runs) == 1 and chooser.value == record_key(runs[0])
     keys = [key for _label, key in chooser.choices]
