@@ -134,3 +134,11 @@ def test_the_tab_shows_the_cost_per_variant_and_says_free(shipped: Record) -> No
     header, _scatter, table, *_ = benchmark_outputs(shipped, "")
     assert "$ per million answers" not in table.columns and "Pick a machine or type a price" in header
     assert [key for _label, key in price_choices(shipped)] == ["cpu-basic", "cpu-upgrade", ""]  # CPU machines only
+
+
+def test_a_disturbed_run_names_no_best_trade_offs(shipped: Record) -> None:
+    busy = copy.deepcopy(shipped)
+    busy.variants[0].stretch = 2.0  # the timing rule's busy-machine flag: no winner from it
+    frame = records_to_frame(busy, "pipeline")
+    assert "best trade-off" not in headline_html(busy, frame, "has_ans_f1", "answerable questions")
+    assert "best trade-off" not in summary_table(busy) and summary_table(busy).endswith("run it again.")

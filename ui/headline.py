@@ -77,7 +77,8 @@ def headline_html(
         change = f"<b>{abs(lost):.1f} points</b> of {term('F1')} {'less' if lost >= 0 else 'more'}"
         text += f", for {change} than the baseline on {esc(questions)}"
     text += "." + cost_words(record, top.variant, usd_per_hour, machine)
-    best = frontier_sentence(record, view, names={**TAGS, **SENTENCE_NAMES})
+    # a disturbed run crowns no winner (the timing rule's flag): no best trade-offs either
+    best = "" if disturbed else frontier_sentence(record, view, names={**TAGS, **SENTENCE_NAMES})
     best = f'<div class="qa-muted" id="bench-frontier">{esc(best)}</div>' if best else ""
     return f'<div class="qa-summary" id="bench-headline">{text}{best}</div>'
 

@@ -190,11 +190,11 @@ def summary_table(record: Record, view: str = "pipeline", price: float | str | N
         line += f"  ({LATENCY_ONLY})" if e.latency_only else ""
         line += f"  machine busy: runs took {e.stretch:.1f}x their computing time" if busy(e.stretch) else ""
         lines.append(line + (f"  ERROR: {e.error}" if e.error else ""))
+    lines += cost_lines(record, price) if price is not None else []
     if any(busy(e.stretch) for e in record.entries):  # the timing rule's flag: no winner from a disturbed run
         lines.append("The machine was busy while timing: these latencies and speedups are unreliable; run it again.")
-    best = frontier_sentence(record, "pipeline" if view == "pipeline" else view)
-    lines += [best] if best else []
-    lines += cost_lines(record, price) if price is not None else []
+    elif best := frontier_sentence(record, view):
+        lines.append(best)
     return "\n".join(lines)
 
 

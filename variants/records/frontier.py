@@ -73,7 +73,7 @@ def frontier_sentence(
     names = [label[n] for n in found.best]
     listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     if len(names) == 1:
-        text = f"{where.capitalize()} the best trade-off is {listed}: no other variant is as fast or as accurate"
+        text = f"{where.capitalize()} the best trade-off is {listed}: at least as fast and as accurate as every other"
     else:
         text = f"{where.capitalize()} the best trade-offs are {listed}: each other variant is beaten on both speed "
         text += "and accuracy by one of them"
