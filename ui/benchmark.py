@@ -558,8 +558,10 @@ def benchmark_tab(
             return gr.DownloadButton(value=path, interactive=True)
 
         report.click(make, [choice, view, quick_runs], report_file, api_visibility="private", **group)
-        stale = gr.DownloadButton(value=None, interactive=False)  # a report of another record or view
-        gr.on([choice.change, view.change], lambda: stale, None, report_file, queue=False, api_visibility="private")
+        def stale() -> gr.DownloadButton:  # a report of another record or view
+            return gr.DownloadButton(value=None, interactive=False)
+
+        gr.on([choice.change, view.change], stale, None, report_file, queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),

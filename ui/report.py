@@ -222,7 +222,8 @@ def table_html(table: Any, caption: str = "") -> str:
 
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
-    return "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in pairs if v not in (None, "", []))
+    rows = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in pairs if v not in (None, "", []))
+    return rows or '<div><dt>–</dt><dd class="qa-muted">not in this record</dd></div>'
 
 
 def machine_html(record: Record) -> str:
