@@ -558,6 +558,7 @@ def benchmark_tab(
             return gr.DownloadButton(value=path, interactive=True)
 
         report.click(make, [choice, view, quick_runs], report_file, api_visibility="private", **group)
+
         def stale() -> gr.DownloadButton:  # a report of another record or view
             return gr.DownloadButton(value=None, interactive=False)
 

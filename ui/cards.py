@@ -46,7 +46,9 @@ CONFIDENCE_TIP = (
     "peaked than its teacher on the very same span), so confidences of different variants are not comparable: "
     "a higher one does not mean a more reliable answer."
 )
-APART = 1.5  # a variant's confidence this many times the baseline's, or under 1 / this, on the same answer (60% and 95%)
+APART = (
+    1.5  # a variant's confidence this many times the baseline's, or under 1 / this, on the same answer (60% and 95%)
+)
 
 
 def plain_runtime(device: str, provider: str, dtype: str) -> str:
