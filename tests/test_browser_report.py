@@ -12,6 +12,7 @@ from app_helpers import running, tiny_engine, write_fake_record
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser, shots  # noqa: F401 - the fixtures, shared
 
 import app
+from ui import share
 from ui.report import benchmark_report
 from variants.records.results import RESULTS_DIR, load_records
 
@@ -127,4 +128,19 @@ def test_a_link_reopens_the_question_asked_again(browser, url: str, shots: Path)
     assert opened.locator("#qa-cards .qa-card").count() == 4
     assert opened.get_by_label("Pruned + ONNX", exact=True).is_checked()
     opened.screenshot(path=str(shots / "share-opened.png"), full_page=True)
+    context.close()
+
+
+def test_a_link_without_its_passage_asks_for_it(browser, url: str) -> None:  # noqa: F811
+    passage = " ".join(f"w{i * 7919 % 100003}" for i in range(3000))  # ~20,000 characters that barely compress
+    fragment = share.encode(share.SharedAsk("Who wrote it?", passage))
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(url.rstrip("/") + "/" + fragment)
+    page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value === 'Who wrote it?')")
+    box = page.get_by_label("Context")
+    page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.placeholder.includes('too long'))")
+    assert box.input_value() == "" and f"{len(passage):,} characters" in box.get_attribute("placeholder")
+    assert page.locator('#qa-cards .qa-card[data-state="idle"]').count() == 3  # nothing asked without a passage
     context.close()

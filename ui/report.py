@@ -73,6 +73,8 @@ th, td { border-bottom: 1px solid var(--border-color-primary); padding: 4px 6px;
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 thead th { background: var(--background-fill-secondary); overflow-wrap: normal; word-break: normal; }
 tbody th { min-width: 6.5em; overflow-wrap: normal; }
+.qa-about th { overflow-wrap: normal; }
+.qa-about td { white-space: nowrap; }  /* Your questions' table: a number is never cut in two */
 @media (max-width: 480px) { table { font-size: 0.8em; } th, td { padding: 4px 3px; } }
 caption { text-align: left; font-size: 0.9em; color: var(--body-text-color-subdued); padding: 2px 0; }
 tr, .example, dl div { break-inside: avoid; }
