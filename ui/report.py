@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from variants.answering.qa import InputError
 from variants.answering.timing import SERVED
 from variants.core.hardware import hardware_label
 from variants.core.squad import load_squad_json
@@ -135,7 +136,12 @@ def engine_examples(engine: Engine, record: Record, sample_file: Path = SAMPLE_F
     examples = []
     for (context, question), title in zip(rows, titles, strict=True):
         example = Example(question, title, context, references.get(question, []))
-        for result in engine.ask(question, context, names, rule=SERVED) if names else []:
+        try:
+            results = engine.ask(question, context, names, rule=SERVED) if names else []
+        except InputError as exc:  # e.g. an app started with a lower --max-context-chars than an example needs
+            example.errors = {labels[n]: str(exc) for n in names}
+            results = []
+        for result in results:
             label = labels.get(result.variant, result.label)
             if result.error:
                 example.errors[label] = result.error
