@@ -8,10 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import running, tiny_engine, write_fake_record
-from test_browser import CHROMIUM, CHROMIUM_ARGS, browser, shots  # noqa: F401 - the fixtures, shared
+from test_browser import CHROMIUM, browser, shots, url  # noqa: F401 - the fixtures, shared
 
-import app
 from ui import share
 from ui.report import benchmark_report
 from variants.records.results import RESULTS_DIR, load_records
@@ -26,15 +24,6 @@ CARDS_DONE = """() => {
   const cards = [...document.querySelectorAll('#qa-cards .qa-card')];
   return cards.length > 0 && cards.every(c => c.dataset.state === 'done');
 }"""
-
-
-@pytest.fixture(scope="module")
-def url(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    engine = tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
-    results = tmp_path_factory.mktemp("results")
-    write_fake_record(results, engine)
-    with running(app.build_demo(engine, results_dir=results)) as address:
-        yield address
 
 
 def pages(pdf: bytes) -> int:
