@@ -27,6 +27,7 @@ from ui.about import about_html, page_intro
 from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.questions import make_evaluate_api, questions_tab
+from ui.report import benchmark_report_file, questions_report_file
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
@@ -70,11 +71,11 @@ def build_demo(
         if engine.notice:
             html_block(notice_html(engine.notice, "Fallback"), elem_id="notice")  # once, on every tab
         with gr.Tab("Ask"):
-            ask_tab(engine, headline, steps, group, sample_file, custom_mb)
+            ask_tab(engine, headline, steps, group, sample_file, custom_mb, page=demo)
         with gr.Tab("Benchmark"):
-            benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark)
+            benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark, benchmark_report_file)
         with gr.Tab("Your questions"):
-            questions_tab(engine, group, Evaluation)
+            questions_tab(engine, group, Evaluation, questions_report_file)
         with gr.Tab("About"):
             html_block(about_html(engine))
         gr.api(make_answer_api(engine), api_name="answer", **group)

@@ -142,7 +142,8 @@ def test_api_surface(client: Client) -> None:
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
     demo = app.build_demo(engine, concurrency_limit=2, max_queue=5)
     model_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == app.CONCURRENCY_GROUP]
-    assert len(model_fns) == 5  # Ask, quick benchmark, /answer, a chunk of a "Your questions" run, /evaluate
+    # Ask, quick benchmark, /answer, a chunk of a "Your questions" run, /evaluate, a report (its examples answered)
+    assert len(model_fns) == 6
     assert {fn.concurrency_limit for fn in model_fns} == {2}
     assert any(fn.api_name == "answer" for fn in model_fns)
     assert demo._queue.max_size == 5

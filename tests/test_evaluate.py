@@ -17,6 +17,7 @@ from gradio_client import Client
 
 import app
 from ui import questions as tab
+from ui.report import questions_report_file
 from variants.benchmarking import evaluate as evaluation
 from variants.benchmarking.bench import benchmark, load_data
 from variants.benchmarking.options import Options
@@ -143,9 +144,9 @@ def test_one_run_per_visitor(engine, squad_file: Path) -> None:
 
 
 def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) -> None:
-    handlers = tab.make_handlers(engine, evaluation.Evaluation, tab.Runs())
+    handlers = tab.make_handlers(engine, evaluation.Evaluation, tab.Runs(), questions_report_file)
     request = SimpleNamespace(session_hash="s1")
-    status, _, _, tick = handlers["begin"](str(csv_file), "", HEADLINE, 0, request)
+    status, *_, tick = handlers["begin"](str(csv_file), "", HEADLINE, 0, request)
     assert tick == 1 and "0 of 6 questions" in status
     outputs = handlers["step"](tick, request)
     for _ in range(100):
@@ -154,7 +155,7 @@ def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) ->
         assert outputs[-1] == tick + 1  # the counter's change queues the next chunk
         tick = outputs[-1]
         outputs = handlers["step"](tick, request)
-    status, table, figure, _, answers, record = outputs[:6]
+    status, table, figure, _, answers, record, report = outputs[:7]
     assert "Done: 6 of 6 questions" in status
     assert "scored against your answers" in table and "Overlap with baseline" in table
     assert figure.layout.yaxis.title.text == "F1 on your questions (%)" and len(figure.data) >= 3
@@ -164,6 +165,8 @@ def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) ->
     priced = handlers["reprice"](3.6, request)  # the finished run, priced: this run's throughput, the one function
     costs = {c.variant: c for c in record_costs(Record.load(record.value["path"]), 3.6)}
     assert "$ per million" in priced and usd(costs["baseline"].batch1_usd) in priced
+    html = Path(report.value["path"]).read_text(encoding="utf-8")  # the report: the tab's table, every answer
+    assert table in html and "Example questions" in html and "Given by" in html
 
 
 def test_a_bad_file_on_the_tab_says_why_and_starts_nothing(engine) -> None:

@@ -18,6 +18,7 @@ from . import SAMPLE_FILE
 from .cards import cards_html, summary_html
 from .charts import latency_figure
 from .errors import refused
+from .share import share_controls
 from .styles import CARD_CSS, html_block
 from .text import esc
 
@@ -271,9 +272,11 @@ def ask_tab(
     group: dict,
     sample_file: Path,
     custom_mb: float | None = None,
+    page: gr.Blocks | None = None,
 ):
     """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
-    above the summary and the cards; after Ask the page scrolls to them if they are below the fold."""
+    above the summary and the cards; after Ask the page scrolls to them if they are below the fold. ``page``
+    (the Blocks) adds a link to the question on the screen (:mod:`ui.share`), read when the page loads."""
     last = gr.State({})
     question = gr.Textbox(
         label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
@@ -294,7 +297,7 @@ def ask_tab(
                 )
         with gr.Column(scale=2, min_width=320):
             question.render()
-            submit = gr.Button("Ask every variant", variant="primary")
+            submit = gr.Button("Ask every variant", variant="primary", elem_id="ask-submit")
             rule = gr.Radio(
                 THRESHOLD_RULES,
                 value="pipeline",
@@ -348,6 +351,8 @@ def ask_tab(
     cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
     # hidden until the first question: an empty chart is a white box
     chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
+    if page is not None:
+        share_controls(engine, page, context, question, extra, leave_out, rule, margin)
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     gr.on(
         [submit.click, question.submit],

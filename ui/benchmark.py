@@ -405,7 +405,19 @@ def select_outputs(record: Record | None, note: str, view: str, price=None, key:
     return (header, scatter, table, every, *shown, gr.DownloadButton(value=csv, interactive=csv is not None))
 
 
-def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_file: Path, run_quick: QuickBenchmark):
+# What makes a report of a record: (engine, record, view, note, dollars per hour or None) -> the file's path.
+# app.py hands in ui.report.benchmark_report_file (it imports this module, so this one may not import it).
+MakeReport = Callable[[Engine, Record, str, str, float | None], str]
+
+
+def benchmark_tab(
+    engine: Engine,
+    results_dir: Path | None,
+    group: dict,
+    sample_file: Path,
+    run_quick: QuickBenchmark,
+    make_report: MakeReport | None = None,
+):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
     weights = engine.weights()
@@ -476,6 +488,12 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)
         download = gr.DownloadButton("Download CSV", value=csv0, interactive=csv0 is not None, scale=1)
+    if make_report is not None:
+        with gr.Row(equal_height=True):
+            report = gr.Button("Make a report of this record", scale=1, elem_id="bench-make-report")
+            report_file = gr.DownloadButton(
+                "Download a report (HTML)", interactive=False, scale=1, elem_id="bench-report"
+            )
     gr.Markdown(
         "Stored records come from `python -m variants bench` (the full sample, hundreds of timed runs, sweeps). "
         "A quick benchmark runs here and now on N questions drawn at random from the SQuAD v2 sample, at batch 1; "
@@ -513,6 +531,22 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
     price_choice.change(pick, [price_choice, price], price, api_visibility="private").then(
         select, priced, shown, api_visibility="private"
     )
+    if make_report is not None:  # the report answers example questions: it queues with the models
+
+        def make(key: str, chosen_view: str, runs: list[Record], price: float | None) -> gr.DownloadButton:
+            picked = find_record(key, stored, runs or [])
+            if picked is None:
+                raise gr.Error("Choose a record first.")
+            path = make_report(engine, picked, chosen_view, notes(picked), read_price(price))
+            return gr.DownloadButton(value=path, interactive=True)
+
+        report.click(make, [choice, view, quick_runs, price], report_file, api_visibility="private", **group)
+
+        def stale() -> gr.DownloadButton:  # a report of another record or view
+            return gr.DownloadButton(value=None, interactive=False)
+
+        changed = [choice.change, view.change, price.change]
+        gr.on(changed, stale, None, report_file, queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),

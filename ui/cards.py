@@ -38,6 +38,17 @@ LATENCY_TIP = (
     "Speedups compare medians."
 )
 SPEED_TIP = "Baseline median ÷ this median: above 1 is faster, below 1 slower."
+CONFIDENCE_TIP = (
+    "The model's probability for this answer among the spans of the part of the passage it was read from: the "
+    "softmax of its start and end scores over one window of at most 384 tokens and “no answer”, so it never "
+    "exceeds 100%. On a long passage that window is one of several, and the share is of that window, not of the "
+    "whole passage. Each model spreads its probability in its own way (a pruned, distilled model can be more "
+    "peaked than its teacher on the very same span), so confidences of different variants are not comparable: "
+    "a higher one does not mean a more reliable answer."
+)
+APART = (
+    1.5  # a variant's confidence this many times the baseline's, or under 1 / this, on the same answer (60% and 95%)
+)
 
 
 def plain_runtime(device: str, provider: str, dtype: str) -> str:
@@ -111,6 +122,7 @@ def card_html(
         body = (
             _answer_block(result, context)
             + _metrics_block(result, baseline)
+            + _confidence_note(result, baseline)
             + _timing_note(result)
             + _busy_note(result)
         )
@@ -212,10 +224,29 @@ def _confidence_metric(result: VariantResult) -> str:
     if result.latency_only:
         return _metric("–", "no confidence: random weights", tip=LATENCY_ONLY_TIP)
     if result.answer:
-        return _metric(fmt_confidence(result.score), "confidence")
+        return _metric(fmt_confidence(result.score), "confidence", tip=CONFIDENCE_TIP)
     if result.guess:
-        return _metric(fmt_confidence(result.guess_score), "best guess confidence")
-    return _metric(fmt_confidence(result.score), "no-answer score")
+        return _metric(fmt_confidence(result.guess_score), "best guess confidence", tip=CONFIDENCE_TIP)
+    return _metric(fmt_confidence(result.score), "no-answer score", tip=CONFIDENCE_TIP)
+
+
+def _confidence_note(result: VariantResult, baseline: VariantResult | None) -> str:
+    """Where this variant gives the baseline's answer at a confidence far from the baseline's (41% against 8.9%),
+    one line saying that the two numbers are on different scales: read side by side, the higher one looked like
+    the surer answer."""
+    if baseline is None or result.variant == "baseline" or result.pending or result.latency_only:
+        return ""
+    if not same_answer(result.answer, baseline.answer) or not result.score or not baseline.score:
+        return ""
+    ratio = result.score / baseline.score
+    if 1 / APART < ratio < APART:
+        return ""
+    mine, theirs = fmt_confidence(result.score), fmt_confidence(baseline.score)
+    return (
+        f'<div class="qa-note qa-confidence-note" title="{esc(CONFIDENCE_TIP)}">Same answer as the baseline, at '
+        f"{esc(mine)} confidence against the baseline's {esc(theirs)}: each model has its own scale of confidence, "
+        "so the higher number does not make this answer surer.</div>"
+    )
 
 
 def _static_metrics(info: dict) -> str:

@@ -249,19 +249,22 @@ def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
 # --- handlers --------------------------------------------------------------------------------------------
 
 
-def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callable]:
+def make_handlers(
+    engine: Engine, start: Start, runs: Runs, make_report: Callable[[Any, Any, float | None], str] | None = None
+) -> dict[str, Callable]:
     def begin(file: str | None, pasted: str, names: list[str], tick: int, request: gr.Request) -> tuple:
         if not names:
-            return status_html(None, "Pick one variant at least.", error=True), gr.skip(), gr.skip(), gr.skip()
+            return status_html(None, "Pick one variant at least.", error=True), *(gr.skip(),) * 4
         try:
             questions, raw = read_input(engine, file, pasted)
         except QuestionFileError as exc:
-            return status_html(None, str(exc), error=True), gr.skip(), gr.skip(), gr.skip()
+            return status_html(None, str(exc), error=True), *(gr.skip(),) * 4
         names = sorted(names, key=lambda n: n != "baseline")
         run = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
         runs.start(request.session_hash or "", run)
         cleared = gr.DownloadButton(value=None, interactive=False)
-        return status_html(run), cleared, cleared, (tick or 0) + 1  # the counter's change runs the first chunk
+        # the counter's change runs the first chunk
+        return status_html(run), cleared, cleared, cleared, (tick or 0) + 1
 
     shown: dict[str, float] = {}  # when each session's results were last drawn
 
@@ -271,14 +274,14 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
         key = request.session_hash or ""
         run = runs.get(key)
         if run is None:
-            return (gr.skip(),) * 7
+            return (gr.skip(),) * 8
         run.step()
         status = status_html(run)
         if not run.finished:
             if time.monotonic() - shown.get(key, 0.0) < REFRESH_S:
-                return status, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), tick + 1
+                return status, *(gr.skip(),) * 6, tick + 1
             shown[key] = time.monotonic()
-            return status, *results(run, price=price)[:2], gr.skip(), gr.skip(), gr.skip(), tick + 1
+            return status, *results(run, price=price)[:2], *(gr.skip(),) * 4, tick + 1
         shown.pop(key, None)
         runs.end(key)
         record = run.record()  # once, for the table, the chart and the download
@@ -286,8 +289,10 @@ def make_handlers(engine: Engine, start: Start, runs: Runs) -> dict[str, Callabl
         csv_path, json_path = downloads(run, record)
         answers_file = gr.DownloadButton(value=csv_path, interactive=True)
         record_file = gr.DownloadButton(value=json_path, interactive=True)
+        report = make_report(run, record, usd_per_hour(price)) if make_report is not None else None
+        report_file = gr.DownloadButton(value=report, interactive=report is not None)
         # the counter stays: the loop ends
-        return status, *results(run, record, price), answers_file, record_file, gr.skip()
+        return status, *results(run, record, price), answers_file, record_file, report_file, gr.skip()
 
     def reprice(price: float | None, request: gr.Request):
         """The finished run's table at another price (a run still going shows it at its next refresh)."""
@@ -366,10 +371,14 @@ def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) ->
 # --- the tab ----------------------------------------------------------------------------------------------
 
 
-def questions_tab(engine: Engine, group: dict, start: Start) -> None:
-    """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it)."""
+def questions_tab(
+    engine: Engine, group: dict, start: Start, make_report: Callable[[Any, Any, float | None], str] | None = None
+) -> None:
+    """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it).
+    ``make_report`` (run, its record, the price per hour or None) -> a report's path: app.py hands in
+    ui.report.questions_report_file."""
     runs = Runs()
-    handlers = make_handlers(engine, start, runs)
+    handlers = make_handlers(engine, start, runs, make_report)
     gr.Markdown(
         "Bring your own questions: every variant you pick answers each of them once, timed, and the table shows "
         "what each optimization costs on *your* data. " + limits_text(engine),
@@ -420,6 +429,7 @@ def questions_tab(engine: Engine, group: dict, start: Start) -> None:
         record_file = gr.DownloadButton(
             "Download the run as a record (JSON)", interactive=False, elem_id="questions-record"
         )
+        report_file = gr.DownloadButton("Download a report (HTML)", interactive=False, elem_id="questions-report")
     gr.Markdown(
         "The record is a benchmark record as `python -m variants bench` writes them: put it in the app's records "
         "folder (`--results-dir`) and the Benchmark tab lists it. F1 and EM use the official SQuAD v2 metric at the "
@@ -430,14 +440,14 @@ def questions_tab(engine: Engine, group: dict, start: Start) -> None:
     run.click(
         handlers["begin"],
         [file, pasted, names, tick],
-        [status, answers_file, record_file, tick],
+        [status, answers_file, record_file, report_file, tick],
         api_visibility="private",
         concurrency_id="questions-start",
     )
     tick.change(
         handlers["step"],
         [tick, price],
-        [status, table, plot, disagree, answers_file, record_file, tick],
+        [status, table, plot, disagree, answers_file, record_file, report_file, tick],
         api_visibility="private",
         show_progress="hidden",
         **group,

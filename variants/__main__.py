@@ -25,6 +25,7 @@ COMMANDS = {
         "every variant on your own questions (SQuAD JSON, CSV, JSONL)",
     ),
     "plot": ("variants.benchmarking.plot", "main", "chart F1 against latency for a benchmark record"),
+    "report": ("variants.benchmarking.report", "main", "a benchmark record as one self-contained HTML report"),
     "load-test": ("variants.benchmarking.load_test", "main", "concurrent clients against the app's /answer"),
     "soak": ("variants.benchmarking.soak", "main", "long mixed load on /answer, the server's memory over time"),
     "served-latency": ("variants.benchmarking.served_latency", "main", "one variant over HTTP, p50/p99 per length"),

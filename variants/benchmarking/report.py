@@ -1,0 +1,73 @@
+"""A benchmark record as one self-contained HTML report (the Benchmark tab's "Download a report"):
+
+    python -m variants report assets/results/X.json --out report.html
+    python -m variants report assets/results/X.json --view pipeline --no-examples --out report.html
+
+The report is :mod:`ui.report`'s, built from the Benchmark tab's own functions (header, headline sentence,
+chart, table). A bench record keeps no answers, so the example questions are answered by the record's variants
+loaded here (the record's preset, as ``python -m variants ask`` loads it); ``--no-examples`` leaves them out,
+and where the variants cannot be loaded the report says so instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from pathlib import Path
+
+from ui.benchmark import DEFAULT_VIEW
+from ui.report import Examples, benchmark_report, engine_examples
+from variants.records.record import SHOWN_VIEWS, Record
+from variants.serving.engine import load_engine
+
+log = logging.getLogger(__name__)
+
+
+def price(text: str) -> float:
+    """An argparse type: dollars per hour, a finite number, 0 or more."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a price per hour is a number of dollars, 0 or more, not {text}")
+    return value
+
+
+def examples_for(record: Record, device: str) -> Examples:
+    """The app's examples answered by the record's variants loaded here; a sentence saying why not otherwise."""
+    names = [e.variant for e in record.variants if not e.error]
+    try:
+        engine = load_engine(record.preset, device, names=names)
+    except Exception as exc:  # an unknown preset, models that cannot be fetched: the report still gets made
+        log.warning("no example answers: %s", exc)
+        return Examples(f"No example answers: the record's variants could not be loaded here ({exc}).")
+    with engine:
+        return engine_examples(engine, record)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m variants report", description=__doc__.splitlines()[0])
+    parser.add_argument("record", help="a benchmark record (JSON), e.g. one of assets/results")
+    parser.add_argument("--out", required=True, help="the report to write (.html)")
+    parser.add_argument(
+        "--view", choices=SHOWN_VIEWS, default=DEFAULT_VIEW, help="which accuracy, as the tab's control (default: "
+        "the answerable questions at threshold 0)"
+    )  # fmt: skip
+    parser.add_argument("--price", type=price, default=None, metavar="USD_PER_HOUR",
+                        help="dollars per hour of the machine the record was measured on: the cost per million "
+                        "answers")  # fmt: skip
+    parser.add_argument("--no-examples", action="store_true", help="leave out the example questions (no models)")
+    parser.add_argument("--device", default="cpu", help="where the example questions are answered (default cpu)")
+    args = parser.parse_args(argv)
+    record = Record.load(args.record)
+    examples = None if args.no_examples else examples_for(record, args.device)
+    html = benchmark_report(record, args.view, examples=examples, price=args.price)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    print(f"{out} ({out.stat().st_size / 1e6:.1f} MB: plotly.js is inside, nothing is fetched when it opens)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
