@@ -270,7 +270,7 @@ def results(run: Any, record: Any | None = None) -> tuple:
 
 
 def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
-    api_runs = runs or Runs()
+    api_runs = runs if runs is not None else Runs()  # an empty book is falsy
 
     def evaluate(
         data: str = "",
@@ -354,7 +354,7 @@ def api_arguments(data: Any, variants: Any, run: Any, max_seconds: Any) -> float
 def questions_tab(engine: Engine, group: dict, start: Start, runs: Runs | None = None) -> None:
     """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it);
     ``runs`` the app's book of runs (shared with ``/evaluate``)."""
-    runs = runs or Runs()
+    runs = runs if runs is not None else Runs()
     handlers = make_handlers(engine, start, runs)
     gr.Markdown(
         "Bring your own questions: every variant you pick answers each of them once, timed, and the table shows "

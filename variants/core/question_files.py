@@ -21,7 +21,7 @@ from variants.core.text_check import invalid_text
 
 FIELDS = ("context", "question", "answer", "answers", "id")
 SUFFIXES = {".json": "squad", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
-# Bounds checked before parsing, whatever the caller's limits: a SQuAD file nests 6 levels deep (a JSON Lines row
+# Bounds checked before parsing, whatever the caller's limits: a SQuAD file nests 9 levels deep (a JSON Lines row
 # 3), and the parser recurses once per level (100,000 levels raised RecursionError); a CSV cell is at most the
 # csv module's own field limit (131,072 characters; the app's passages are 25,000).
 MAX_JSON_DEPTH = 64
@@ -132,7 +132,7 @@ def check_depth(text: str, where: str = "The JSON") -> None:
     """Refuse JSON nested deeper than :data:`MAX_JSON_DEPTH`, before the parser (which recurses per level) sees it."""
     if json_depth(text) > MAX_JSON_DEPTH:
         raise QuestionFileError(
-            f"{where} is nested more than {MAX_JSON_DEPTH} levels deep; a file of questions nests 6 at most "
+            f"{where} is nested more than {MAX_JSON_DEPTH} levels deep; a file of questions nests 9 at most "
             "(SQuAD JSON), so this is not one."
         )
 

@@ -111,10 +111,6 @@ def request_threshold(request: AnswerRequest) -> NullThreshold | None:
         raise InputError(f"null_threshold: {exc}", "null_threshold") from None
 
 
-class BodyTooLarge(Exception):
-    """A request body over :data:`MAX_BODY_BYTES`, found while reading it."""
-
-
 class CappedRequest(Request):
     """A request whose body is read up to :data:`MAX_BODY_BYTES` and no further (starlette reads it whole)."""
 
@@ -123,17 +119,15 @@ class CappedRequest(Request):
             chunks, size = [], 0
             async for chunk in self.stream():
                 size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise BodyTooLarge
+                if size > MAX_BODY_BYTES:  # an HTTPException passes FastAPI's body reading as it is
+                    raise HTTPException(413, too_large_words())
                 chunks.append(chunk)
             self._body = b"".join(chunks)
         return self._body
 
 
-def too_large() -> JSONResponse:
-    return JSONResponse(
-        {"detail": f"The request body is over {MAX_BODY_BYTES / 1e6:g} MB, this route's limit."}, status_code=413
-    )
+def too_large_words() -> str:
+    return f"The request body is over {MAX_BODY_BYTES / 1e6:g} MB, this route's limit."
 
 
 def validation_detail(exc: RequestValidationError) -> str:
@@ -158,11 +152,9 @@ class GuardedRoute(APIRoute):
         async def guarded(request: Request) -> Response:
             length = request.headers.get("content-length", "")
             if length.isdigit() and int(length) > MAX_BODY_BYTES:
-                return too_large()
+                return JSONResponse({"detail": too_large_words()}, status_code=413)
             try:
                 return await handler(CappedRequest(request.scope, request.receive))
-            except BodyTooLarge:
-                return too_large()
             except RequestValidationError as exc:
                 return JSONResponse({"detail": validation_detail(exc)}, status_code=422)
 
