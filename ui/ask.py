@@ -214,6 +214,8 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
             if budget_s and not math.isfinite(float(budget_s)):
                 raise ValueError(f"budget_s must be a finite number of seconds, not {budget_s}")
+            if not math.isfinite(float(runs)):
+                raise ValueError(f"runs must be a whole number of timed runs, not {runs}")
             timing = request_rule(int(runs), float(budget_s) if budget_s else None)
             names = [v.spec.name for v in engine.loaded if v.spec.name != custom.CUSTOM_NAME]
             results = engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing)

@@ -108,6 +108,10 @@ class ModelLine:
             max(1, math.ceil(wait)),
         )
 
+    def full(self) -> bool:
+        """Whether one more request would be refused now (a cheap look, before its body is even read)."""
+        return self.waiting >= self.max_waiting
+
     def _admit(self, claim: bool = False) -> None:
         with self._lock:
             if claim and self._tickets:  # its place was reserved: it takes that place

@@ -142,14 +142,22 @@ def validation_detail(exc: RequestValidationError) -> str:
 
 
 class GuardedRoute(APIRoute):
-    """The /v1 routes' guard (FastAPI's custom route class): a body over :data:`MAX_BODY_BYTES` gets 413 before
-    it is read whole (by its Content-Length, else while it streams in), and a 422 says what is wrong with a
-    short excerpt of the input, never the input itself."""
+    """The /v1 routes' guard (FastAPI's custom route class): a POST that finds the models' line full gets 429 at
+    once, before its body is read; a body over :data:`MAX_BODY_BYTES` gets 413 before it is read whole (by its
+    Content-Length, else while it streams in); and a 422 says what is wrong with a short excerpt of the input,
+    never the input itself. ``line``: set by :func:`router` on its own subclass."""
+
+    line: ModelLine | None = None
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
+            if request.method == "POST" and self.line is not None and self.line.full():
+                busy = self.line.busy()
+                return JSONResponse(
+                    {"detail": str(busy)}, status_code=busy.status, headers={"Retry-After": str(busy.retry_after)}
+                )
             length = request.headers.get("content-length", "")
             if length.isdigit() and int(length) > MAX_BODY_BYTES:
                 return JSONResponse({"detail": too_large_words()}, status_code=413)
@@ -164,8 +172,9 @@ class GuardedRoute(APIRoute):
 def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
     """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``; the requests wait in ``line`` (default: a
     line of its own, one at a time, :data:`MAX_WAITING` waiting)."""
-    api = APIRouter(prefix=PREFIX, tags=["variants"], route_class=GuardedRoute)
     line = line or ModelLine(slots=1, max_waiting=MAX_WAITING, name="request")
+    route_class = type("LineGuardedRoute", (GuardedRoute,), {"line": line})
+    api = APIRouter(prefix=PREFIX, tags=["variants"], route_class=route_class)
 
     @api.get("/variants")
     def variants() -> list[dict]:
