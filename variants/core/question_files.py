@@ -242,7 +242,7 @@ def csv_rows(text: str) -> list[Row]:
     except csv.Error as exc:
         if "field limit" in str(exc):
             raise QuestionFileError(
-                f"Row {reader.line_num or 1} has a cell over {MAX_CELL_CHARS:,} characters, the longest this app "
+                f"Row {reader.line_num + 1} has a cell over {MAX_CELL_CHARS:,} characters, the longest this app "
                 "reads (a passage is at most a few thousand words); is the file's quoting broken?"
             ) from None
         raise QuestionFileError(f"Row {reader.line_num} is not valid CSV: {exc}.") from None
