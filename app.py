@@ -38,6 +38,7 @@ from variants.core import config
 from variants.core.spec import short_label
 from variants.serving import http as serve
 from variants.serving.engine import Engine
+from variants.serving.guard import ModelLine, RunBook
 
 RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
 CONCURRENCY_GROUP = "models"  # every handler that runs a model shares this queue group
@@ -56,7 +57,10 @@ def build_demo(
     """The page for an already-loaded engine, its queue configured: every handler that runs a model is in
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
     latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
-    ``max_queue`` requests wait. ``allow_custom_models`` adds "Try your own model" (absent otherwise)."""
+    ``max_queue`` requests wait. The Ask tab's questions and ``/answer`` take turns in one line of that length
+    (:class:`~variants.serving.guard.ModelLine`), which tells a question that finds it full how long to wait;
+    gradio's own queue, which cannot say so, holds twice as many as a backstop. ``allow_custom_models`` adds
+    "Try your own model" (absent otherwise)."""
     quiet_known_warnings()
     results_dir = results_dir or config.results_dir()
     results_dir = Path(results_dir) if results_dir else None
@@ -66,21 +70,24 @@ def build_demo(
         custom_mb = custom.max_custom_mb() if max_custom_mb is None else max_custom_mb
     headline = [v.spec.name for v in engine.loaded if v.spec.headline]
     steps = [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if not v.spec.headline]
+    line = ModelLine(slots=concurrency_limit, max_waiting=max_queue, name="question")
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
         if engine.notice:
             html_block(notice_html(engine.notice, "Fallback"), elem_id="notice")  # once, on every tab
         with gr.Tab("Ask"):
-            ask_tab(engine, headline, steps, group, sample_file, custom_mb, page=demo)
+            ask_tab(engine, headline, steps, group, sample_file, custom_mb, line, page=demo)
         with gr.Tab("Benchmark"):
             benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark, benchmark_report_file)
+        runs = RunBook()  # the app's one book of runs: the tab's and /evaluate's together
         with gr.Tab("Your questions"):
-            questions_tab(engine, group, Evaluation, questions_report_file)
+            questions_tab(engine, group, Evaluation, runs, questions_report_file)
         with gr.Tab("About"):
             html_block(about_html(engine))
-        gr.api(make_answer_api(engine), api_name="answer", **group)
-        gr.api(make_evaluate_api(engine, Evaluation), api_name="evaluate", **group)
-    demo.queue(max_size=max_queue, default_concurrency_limit=concurrency_limit)
+        # its own group, not limited by gradio: each call waits in ``line`` (async), refused there when it is full
+        gr.api(make_answer_api(engine, line), api_name="answer", concurrency_id="answer-api", concurrency_limit=None)
+        gr.api(make_evaluate_api(engine, Evaluation, runs), api_name="evaluate", **group)
+    demo.queue(max_size=2 * max_queue, default_concurrency_limit=concurrency_limit)
     return demo
 
 

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import gradio as gr
 import pytest
 from app_helpers import running, tiny_engine
 from gradio_client import Client
@@ -25,6 +24,7 @@ from variants.core.question_files import read_questions
 from variants.records.cost import record_costs, usd
 from variants.records.record import Record
 from variants.records.results import records_to_frame
+from variants.serving.guard import Refused
 
 HEADLINE = ["baseline", "pruned", "pruned-onnx-opt-int8"]
 
@@ -134,10 +134,10 @@ def test_one_run_per_visitor(engine, squad_file: Path) -> None:
     runs = tab.Runs(max_runs=2)
     first = evaluation.Evaluation(engine, read_questions(squad_file), HEADLINE)
     runs.start("visitor", first)
-    with pytest.raises(gr.Error, match="Your run is still going"):
+    with pytest.raises(Refused, match="Your run is still going"):
         runs.start("visitor", evaluation.Evaluation(engine, read_questions(squad_file), HEADLINE))
     runs.start("another", evaluation.Evaluation(engine, read_questions(squad_file), HEADLINE))
-    with pytest.raises(gr.Error, match="2 runs are going"):
+    with pytest.raises(Refused, match="2 runs are going"):
         runs.start("a third", evaluation.Evaluation(engine, read_questions(squad_file), HEADLINE))
     first.stop()
     runs.start("visitor", evaluation.Evaluation(engine, read_questions(squad_file), HEADLINE))  # its run ended
@@ -203,7 +203,14 @@ def test_the_evaluate_api(engine, csv_file: Path) -> None:
             client.predict("context,question\nParis.,\n", api_name="/evaluate")
         with pytest.raises(Exception, match="No run 'nope' is going"):
             client.predict("", None, "nope", api_name="/evaluate")
-        done = client.predict("context,question\nParis is in France.,Where?", None, "", 60, api_name="/evaluate")
+        with pytest.raises(Exception, match="Your run is still going"):  # one run per session: `sliced` goes on
+            client.predict("context,question\nParis is in France.,Where?", None, "", 60, api_name="/evaluate")
+        other = Client(url, verbose=False)  # another session: its own run, and none of the first session's
+        with pytest.raises(Exception, match=r"No run .* is going in this session"):
+            other.predict("", None, sliced["run"], 60, api_name="/evaluate")
+        mine = client.predict("", None, sliced["run"], 0, api_name="/evaluate")  # the owner's run was not touched
+        assert mine["run"] == sliced["run"] and mine["answered"] > sliced["answered"]  # and it goes on
+        done = other.predict("context,question\nParis is in France.,Where?", None, "", 60, api_name="/evaluate")
         assert done["done"] and done["questions"] == 1 and done["scores"][0]["f1"] is None
 
 

@@ -1,7 +1,10 @@
 """The Ask tab: examples, the handlers (closures over the engine, callable without a server), and its layout."""
 
+import functools
 import logging
+import math
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import gradio as gr
@@ -12,12 +15,13 @@ from variants.building import custom
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
+from variants.serving.guard import ModelLine, Refused
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
 from .cards import cards_html, summary_html
 from .charts import latency_figure
-from .errors import refused
+from .errors import log_refusal, refused
 from .share import share_controls
 from .styles import CARD_CSS, html_block
 from .text import esc
@@ -71,9 +75,10 @@ def selected_names(engine: Engine, extra: list[str] | None, leave_out: list[str]
     ]
 
 
-def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
+def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Iterator[tuple]]:
     """The Ask handler: yields (cards, summary, chart, last) as each variant answers, after each round of
-    timed runs, and at the end (the engine's one timing rule, :class:`~variants.answering.timing.TimingRule`)."""
+    timed runs, and at the end (the engine's one timing rule, :class:`~variants.answering.timing.TimingRule`).
+    With ``line``, the models are used in turns with ``/answer`` (the place the validator reserved)."""
 
     def ask(
         context: str,
@@ -102,17 +107,18 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
         timing = TimingRule(runs=int(runs), budget_s=DEFAULT_BUDGET_S)
         try:
             threshold = null_threshold(rule, margin)
-            for progress in engine.ask_stream(question, context, names, rule=timing, null_threshold=threshold):
-                results = progress.results
-                if progress.phase == "done":
-                    break
-                yield (
-                    cards_html(engine, names, results, context, running=True),
-                    summary_html(engine, names, results, running=True),
-                    latency_figure(engine, names, results),
-                    last,
-                )
-        except InputError as exc:  # e.g. a question too long for the model's window
+            with line.turn(claim=True) if line else nullcontext():
+                for progress in engine.ask_stream(question, context, names, rule=timing, null_threshold=threshold):
+                    results = progress.results
+                    if progress.phase == "done":
+                        break
+                    yield (
+                        cards_html(engine, names, results, context, running=True),
+                        summary_html(engine, names, results, running=True),
+                        latency_figure(engine, names, results),
+                        last,
+                    )
+        except (InputError, Refused) as exc:  # e.g. a question too long for the model's window; a full line
             raise refused(str(exc), "Ask") from None
         yield (
             cards_html(engine, names, results, context),
@@ -124,9 +130,10 @@ def make_ask(engine: Engine) -> Callable[..., Iterator[tuple]]:
     return ask
 
 
-def make_validator(engine: Engine) -> Callable[..., list[dict]]:
+def make_validator(engine: Engine, line: ModelLine | None = None) -> Callable[..., list[dict]]:
     """Checks the Ask inputs before the queue: a bad one gets its message under its own box, and the
-    cards, chart and summary are left as they were."""
+    cards, chart and summary are left as they were. With ``line``, a question that finds it full is told so
+    under the question box, with how long to wait (gradio's own "queue full" says neither)."""
 
     def validate(
         context: str, question: str, extra=None, rule=None, margin=None, runs=None, leave_out=None, *rest
@@ -147,6 +154,12 @@ def make_validator(engine: Engine) -> Callable[..., list[dict]]:
         if not selected_names(engine, extra, leave_out):
             left_out = gr.validate(False, "Every variant is left out: untick one.")
             return [fine, fine, *[left_out if i == 4 else fine for i in range(len(controls))]]
+        try:
+            if line is not None:
+                line.reserve()
+        except Refused as exc:
+            log_refusal(str(exc), "Ask")
+            return [fine, gr.validate(False, str(exc)), *[fine] * len(controls)]
         return [fine] * (2 + len(controls))
 
     return validate
@@ -168,7 +181,10 @@ def make_reselect(engine: Engine) -> Callable[..., tuple]:
     return reselect
 
 
-def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
+def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[..., list[dict]]:
+    """The ``/answer`` API's handler; with ``line``, an async one that waits its turn there (refused at once,
+    with how long to wait, when the line is full) instead of in the server's thread pool."""
+
     def answer(
         context: str,
         question: str,
@@ -197,14 +213,28 @@ def make_answer_api(engine: Engine) -> Callable[..., list[dict]]:
         """
         try:
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
+            if budget_s and not math.isfinite(float(budget_s)):
+                raise ValueError(f"budget_s must be a finite number of seconds, not {budget_s}")
+            if not math.isfinite(float(runs)):
+                raise ValueError(f"runs must be a whole number of timed runs, not {runs}")
             timing = request_rule(int(runs), float(budget_s) if budget_s else None)
             names = [v.spec.name for v in engine.loaded if v.spec.name != custom.CUSTOM_NAME]
             results = engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing)
             return [r.to_json() for r in results]
-        except (InputError, ValueError) as exc:
+        except (InputError, ValueError, TypeError, OverflowError) as exc:
             raise refused(str(exc), "/answer") from None
 
-    return answer
+    if line is None:
+        return answer
+
+    @functools.wraps(answer)  # gradio reads the API's parameters from the wrapped function
+    async def answer_in_line(*args, **kwargs) -> list[dict]:
+        try:
+            return await line.run(functools.partial(answer, *args, **kwargs))
+        except Refused as exc:
+            raise refused(str(exc), "/answer") from None
+
+    return answer_in_line
 
 
 # --- Try your own model ---------------------------------------------------------------------------
@@ -272,11 +302,13 @@ def ask_tab(
     group: dict,
     sample_file: Path,
     custom_mb: float | None = None,
+    line: ModelLine | None = None,
     page: gr.Blocks | None = None,
 ):
     """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
-    above the summary and the cards; after Ask the page scrolls to them if they are below the fold. ``page``
-    (the Blocks) adds a link to the question on the screen (:mod:`ui.share`), read when the page loads."""
+    above the summary and the cards; after Ask the page scrolls to them if they are below the fold. ``line``:
+    the models' line shared with ``/answer``. ``page`` (the Blocks) adds a link to the question on the screen
+    (:mod:`ui.share`), read when the page loads."""
     last = gr.State({})
     question = gr.Textbox(
         label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
@@ -356,12 +388,12 @@ def ask_tab(
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     gr.on(
         [submit.click, question.submit],
-        make_ask(engine),
+        make_ask(engine, line),
         inputs,
         [cards, summary, chart, last],
         show_progress="minimal",
         api_visibility="private",
-        validator=make_validator(engine),
+        validator=make_validator(engine, line),
         trigger_mode="always_last",  # a question asked while one runs is answered next, not dropped
         **group,
     )

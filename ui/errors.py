@@ -11,7 +11,12 @@ import gradio as gr
 log = logging.getLogger("app")
 
 
-def refused(message: str, where: str) -> gr.Error:
-    """The ``gr.Error`` to raise for input ``where`` (e.g. "/answer") refuses, its message logged as one line."""
+def log_refusal(message: str, where: str) -> None:
+    """One line in the log for input ``where`` (e.g. "/answer") refuses: the sentence the visitor reads."""
     log.warning("%s refused: %s", where, " ".join(message.split()))
+
+
+def refused(message: str, where: str) -> gr.Error:
+    """The ``gr.Error`` to raise for input ``where`` refuses, its message logged as one line (no traceback)."""
+    log_refusal(message, where)
     return gr.Error(message, print_exception=False)

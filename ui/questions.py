@@ -4,16 +4,16 @@ The file is read by :mod:`variants.core.question_files` (the loader ``bench --da
 evaluate`` use); the run is an engine-side evaluation handed in by ``app.py`` (``start``:
 :class:`variants.benchmarking.evaluate.Evaluation`, which this package may not import). The run goes in chunks,
 each chunk its own event in the model queue (a hidden counter's change runs the next one), so a question
-asked on the Ask tab meanwhile waits for one chunk, not for the whole file. One run per visitor (browser
-session) at a time, :data:`MAX_RUNS` on the app at once.
+asked on the Ask tab meanwhile waits for one chunk, not for the whole file. The runs are booked in the app's one
+:class:`~variants.serving.guard.RunBook` (the tab's and ``/evaluate``'s together): one per session, bound to
+it, a few on the app at once, idle ones dropped.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -24,21 +24,21 @@ import gradio as gr
 from variants.core.question_files import Limits, QuestionFileError, QuestionSet, parse_questions, read_questions
 from variants.records.results import records_to_frame
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
+from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, Refused, RunBook, excerpt
 
 from .charts import accuracy_figure, no_answer_floor
 from .cost_view import cost_cell, costs_by_variant, usd_per_hour
+from .errors import log_refusal, refused
 from .styles import html_block
 from .text import esc, fmt_ms
 
 MAX_BYTES = 5_000_000  # a file's size
 MAX_ROWS = 2_000  # questions per run
 MAX_RUN_S = 300.0  # model time per run; it stops there and shows what is done
-MAX_RUNS = 2  # runs on the app at once (each visitor one)
 API_CALL_S = 2.0  # model time per /evaluate call by default: one call is one turn of the queue
 API_MAX_CALL_S = 60.0
 REFRESH_S = 3.0  # the table and chart are redrawn at most this often while a run goes (the disagreements at the end)
 SHOWN_DISAGREEMENTS = 50
-STALE_S = 120.0  # a run no chunk has asked for this long was left (its page closed): dropped
 
 FORMAT_HELP = (
     "CSV or JSON Lines with the columns <code>context</code>, <code>question</code>, optionally <code>answer</code> "
@@ -63,35 +63,7 @@ def limits_text(engine: Engine) -> str:
     )
 
 
-class Runs:
-    """The runs going on, one per browser session (thread-safe)."""
-
-    def __init__(self, max_runs: int = MAX_RUNS) -> None:
-        self.max_runs = max_runs
-        self._runs: dict[str, tuple[Any, float]] = {}
-        self._lock = threading.Lock()
-
-    def start(self, key: str, run: Any) -> None:
-        """Register ``run`` for ``key``; raise ``gr.Error`` if this visitor, or too many, already run one."""
-        with self._lock:
-            now = time.monotonic()
-            self._runs = {k: v for k, v in self._runs.items() if now - v[1] < STALE_S and not v[0].finished}
-            if key in self._runs:
-                raise gr.Error("Your run is still going: stop it, or wait for it to finish, before starting another.")
-            if len(self._runs) >= self.max_runs:
-                raise gr.Error(f"{len(self._runs)} runs are going on this app already; try again in a minute.")
-            self._runs[key] = (run, now)
-
-    def get(self, key: str) -> Any | None:
-        with self._lock:
-            found = self._runs.get(key)
-            if found is not None:
-                self._runs[key] = (found[0], time.monotonic())
-            return found[0] if found else None
-
-    def end(self, key: str) -> None:
-        with self._lock:
-            self._runs.pop(key, None)
+Runs = RunBook  # the tab's name for the app's book of runs
 
 
 def read_input(engine: Engine, file: str | None, pasted: str) -> tuple[QuestionSet, bytes]:
@@ -257,11 +229,12 @@ def make_handlers(
             return status_html(None, "Pick one variant at least.", error=True), *(gr.skip(),) * 4
         try:
             questions, raw = read_input(engine, file, pasted)
-        except QuestionFileError as exc:
+            names = sorted(names, key=lambda n: n != "baseline")
+            run = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
+            runs.start(request.session_hash or "", run)
+        except (QuestionFileError, Refused) as exc:
+            log_refusal(str(exc), "Your questions")
             return status_html(None, str(exc), error=True), *(gr.skip(),) * 4
-        names = sorted(names, key=lambda n: n != "baseline")
-        run = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
-        runs.start(request.session_hash or "", run)
         cleared = gr.DownloadButton(value=None, interactive=False)
         # the counter's change runs the first chunk
         return status_html(run), cleared, cleared, cleared, (tick or 0) + 1
@@ -307,7 +280,19 @@ def make_handlers(
         if run is not None:
             run.stop("stopped")
 
-    return {"begin": begin, "step": step, "stop": stop, "reprice": reprice}
+    def check(file: str | None) -> str:
+        """Read the uploaded file at once, so that one the tab cannot use says so now, not after Run."""
+        if not file:
+            return status_html(None)
+        try:
+            questions = read_questions(file, limits_for(engine))
+        except QuestionFileError as exc:
+            log_refusal(str(exc), "Your questions")
+            return status_html(None, str(exc), error=True)
+        kind = "with answers" if questions.labelled else "without answers: agreement only"
+        return status_html(None, f"{len(questions.examples):,} questions ({kind}), ready to run.")
+
+    return {"begin": begin, "step": step, "stop": stop, "reprice": reprice, "check": check}
 
 
 def results(run: Any, record: Any | None = None, price: float | None = None) -> tuple:
@@ -320,34 +305,47 @@ def results(run: Any, record: Any | None = None, price: float | None = None) -> 
 
 
 def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
-    api_runs = runs or Runs()
+    api_runs = runs if runs is not None else Runs()  # an empty book is falsy
 
     def evaluate(
-        data: str = "", variants: list[str] | None = None, run: str = "", max_seconds: float = API_CALL_S
+        data: str = "",
+        variants: list[str] | None = None,
+        run: str = "",
+        max_seconds: float = API_CALL_S,
+        request: gr.Request = None,
     ) -> dict:
         """Score the variants on your own questions, as the "Your questions" tab does. `data`: the text of a CSV,
         JSON Lines or SQuAD JSON file (columns context, question, optionally answer or answers, and id; the tab's
         limits). `variants`: names (default: the three headline ones). A call is one turn of the model queue, about
         `max_seconds` of model time (default 2, at most 60), so that the page stays responsive: it starts a run
-        and returns its `run` id; call again with that `run` (and no data) until `done` is true.
+        and returns its `run` id; call again with that `run` (and no data), from the same session, until `done` is
+        true. A run belongs to the session that started it (a gradio client's; over plain HTTP, send the same
+        `session_hash` with each call): another session's calls with its id find nothing. The app takes a few runs
+        at once, the tab's and these together, one per session; a run not called for in 2 minutes, or 15 minutes
+        after it started, is dropped.
         Returns run, done, questions, answered (questions done so far), labelled, stopped, scores (per variant,
         on every question so far: f1 and exact where answers are given, agree_exact, agree_f1, answered, p50_ms,
         p90_ms, n, error, busy) and, when done, answers (variant -> id -> text, "" for no answer) and record (the
         run as a benchmark record)."""
+        owner = "api:" + ((request.session_hash if request is not None else None) or "")
+        seconds = api_arguments(data, variants, run, max_seconds)
         if run:
-            evaluation = api_runs.get(run)
+            evaluation = api_runs.get(owner, run)
             if evaluation is None:
-                raise gr.Error(f"No run {run!r} is going (it ended, or waited over {STALE_S:.0f} s): start it again.")
+                raise refused(
+                    f"No run {excerpt(run)} is going in this session (it ended, was started by another session, or "
+                    f"waited over {RUN_IDLE_S:.0f} s or ran over {RUN_LIFE_S / 60:.0f} minutes): start it again.",
+                    "/evaluate",
+                )
         else:
             try:
                 questions = parse_questions(data or "", "api", limits_for(engine))
                 names = variants or [v.spec.name for v in engine.loaded if v.spec.headline]
                 evaluation = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=(data or "").encode())
-            except ValueError as exc:  # a bad file (QuestionFileError), an unknown variant
-                raise gr.Error(str(exc)) from None
-            run = uuid.uuid4().hex
-            api_runs.start(run, evaluation)
-        until = evaluation.seconds + min(max(float(max_seconds), 0.0), API_MAX_CALL_S)
+                run = api_runs.start(owner, evaluation)
+            except (ValueError, Refused) as exc:  # a bad file (QuestionFileError), an unknown variant, too many runs
+                raise refused(str(exc), "/evaluate") from None
+        until = evaluation.seconds + seconds
         while evaluation.step() and evaluation.seconds < until:
             pass
         out = {
@@ -361,23 +359,44 @@ def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) ->
         record = evaluation.record()  # once: the scores and, when done, the record itself
         out["scores"] = [asdict(s) for s in evaluation.scores(record)]
         if evaluation.finished:
-            api_runs.end(run)
+            api_runs.end(owner, run)
             out |= {"answers": evaluation.answers(), "record": record.to_dict()}
         return out
 
     return evaluate
 
 
+def api_arguments(data: Any, variants: Any, run: Any, max_seconds: Any) -> float:
+    """Refuse ``/evaluate`` arguments of the wrong type (a client may send anything), in one sentence; the call's
+    model time, within its bounds."""
+    names_ok = variants is None or (isinstance(variants, list) and all(isinstance(v, str) for v in variants))
+    number = isinstance(max_seconds, (int, float)) and not isinstance(max_seconds, bool)
+    wrong = (
+        ("data", data, isinstance(data, str) or data is None, "the text of a file"),
+        ("variants", variants, names_ok, "a list of names"),
+        ("run", run, isinstance(run, str) or run is None, "a run id"),
+        ("max_seconds", max_seconds, number and math.isfinite(max_seconds), "a number of seconds"),
+    )
+    for name, value, ok, what in wrong:
+        if not ok:
+            raise refused(f"/evaluate's {name} should be {what}, not {excerpt(value)}.", "/evaluate")
+    return min(max(float(max_seconds), 0.0), API_MAX_CALL_S)
+
+
 # --- the tab ----------------------------------------------------------------------------------------------
 
 
 def questions_tab(
-    engine: Engine, group: dict, start: Start, make_report: Callable[[Any, Any, float | None], str] | None = None
+    engine: Engine,
+    group: dict,
+    start: Start,
+    runs: Runs | None = None,
+    make_report: Callable[[Any, Any, float | None], str] | None = None,
 ) -> None:
-    """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it).
-    ``make_report`` (run, its record, the price per hour or None) -> a report's path: app.py hands in
-    ui.report.questions_report_file."""
-    runs = Runs()
+    """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it);
+    ``runs`` the app's book of runs (shared with ``/evaluate``). ``make_report`` (run, its record, the price per
+    hour or None) -> a report's path: app.py hands in ui.report.questions_report_file."""
+    runs = runs if runs is not None else Runs()
     handlers = make_handlers(engine, start, runs, make_report)
     gr.Markdown(
         "Bring your own questions: every variant you pick answers each of them once, timed, and the table shows "
@@ -454,3 +473,4 @@ def questions_tab(
     )
     stop.click(handlers["stop"], None, None, queue=False, api_visibility="private")
     price.change(handlers["reprice"], [price], [table], api_visibility="private")
+    file.upload(handlers["check"], [file], [status], api_visibility="private", concurrency_id="questions-check")

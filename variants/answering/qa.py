@@ -33,7 +33,7 @@ from variants.answering.overlap import (
     token_sentences,
     window_overlap,
 )
-from variants.core.text_check import looks_like_text
+from variants.core.text_check import invalid_text, looks_like_text
 
 # The model config.json key holding the null threshold calibrated for that model (variants.training.train calibrate).
 CALIBRATED_THRESHOLD = "qa_null_threshold"
@@ -84,6 +84,8 @@ def parse_null_threshold(text: str | float) -> NullThreshold:
             raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {text!r}") from None
     if math.isnan(value):  # NaN would make every comparison false
         raise ValueError("null threshold must be a number, not NaN")
+    if math.isinf(value):  # always or never "no answer", and a reply's bare Infinity is not JSON
+        raise ValueError(f"null threshold must be a finite number, not {value}")
     return value
 
 
@@ -550,6 +552,9 @@ def check_pair(
     """Raise :class:`InputError` with a clear message for a question and context no variant should run on:
     the one input check of every interface (the engine adds its length limits; the decoding path checks
     without them, so that a library call gets the same messages)."""
+    for name, text in (("question", question), ("context", context)):
+        if text is not None and (problem := invalid_text(text)) is not None:
+            raise InputError(f"The {name} is not valid text: {problem}. Paste it as plain text.", name)
     if not question or not question.strip():
         raise InputError("Please type a question.", "question")
     if not context or not context.strip():

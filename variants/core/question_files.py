@@ -12,13 +12,22 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from variants.core.squad import QAExample
+from variants.core.text_check import invalid_text
 
 FIELDS = ("context", "question", "answer", "answers", "id")
 SUFFIXES = {".json": "squad", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+# Bounds checked before parsing, whatever the caller's limits: a SQuAD file nests 9 levels deep (a JSON Lines row
+# 3), and the parser recurses once per level (100,000 levels raised RecursionError); a CSV cell is at most the
+# csv module's own field limit (131,072 characters; the app's passages are 25,000).
+MAX_JSON_DEPTH = 64
+MAX_CELL_CHARS = csv.field_size_limit()
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+BRACKET = re.compile(r"[\[\]{}]")
 
 
 class QuestionFileError(ValueError):
@@ -71,10 +80,21 @@ def parse_questions(
 ) -> QuestionSet:
     """The questions in ``data`` (a file's bytes or pasted text); ``fmt`` "squad", "csv" or "jsonl", or None to
     tell from the text: ``{"data": ...}`` is SQuAD, other lines of ``{...}`` JSON Lines, anything else CSV."""
+    if not isinstance(data, (bytes, str)):
+        raise QuestionFileError(
+            f"The data should be the text of a file (a string), not {type(data).__name__}: send the file's contents."
+        )
     text = decode(data, limits)
     stripped = text.lstrip()
     if not stripped:
         raise QuestionFileError("The file is empty: no rows to read.")
+    if stripped.startswith("["):
+        raise QuestionFileError(
+            "This is a JSON list, which is not a format this app reads: send SQuAD JSON (an object with a 'data' "
+            "list), JSON Lines (one object a line) or CSV with a header."
+        )
+    if stripped.startswith("{"):
+        check_depth(stripped)
     fmt = fmt or sniff(stripped)
     if fmt == "squad" and not stripped.startswith("{"):
         raise QuestionFileError("A .json file should be SQuAD JSON (an object with a 'data' list); this one is not.")
@@ -95,9 +115,33 @@ def parse_questions(
     return QuestionSet(examples, labelled, fmt, name)
 
 
+def json_depth(text: str, stop: int = MAX_JSON_DEPTH) -> int:
+    """How deep ``text``'s JSON brackets nest (outside its strings), counted without parsing it; the count stops
+    past ``stop``."""
+    depth = deepest = 0
+    for match in BRACKET.finditer(JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > stop:
+                break
+    return deepest
+
+
+def check_depth(text: str, where: str = "The JSON") -> None:
+    """Refuse JSON nested deeper than :data:`MAX_JSON_DEPTH`, before the parser (which recurses per level) sees it."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise QuestionFileError(
+            f"{where} is nested more than {MAX_JSON_DEPTH} levels deep; a file of questions nests 9 at most "
+            "(SQuAD JSON), so this is not one."
+        )
+
+
 def decode(data: bytes | str, limits: Limits) -> str:
     if isinstance(data, str):
-        data = data.encode("utf-8", errors="surrogatepass")
+        if (problem := invalid_text(data)) is not None:
+            raise QuestionFileError(f"The text is not valid: {problem}. Send it as UTF-8 text.")
+        data = data.encode("utf-8")
     if limits.max_bytes is not None and len(data) > limits.max_bytes:
         raise QuestionFileError(
             f"The text is {len(data) / 1e6:,.1f} MB; this app takes up to {limits.max_bytes / 1e6:,.0f} MB."
@@ -180,22 +224,27 @@ def jsonl_rows(text: str) -> list[Row]:
 
 def csv_rows(text: str) -> list[Row]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip().lower() for h in reader.fieldnames or []]
-    missing = [f for f in ("context", "question") if f not in header]
-    if missing:
-        raise QuestionFileError(
-            f"The CSV's first row should name the columns; it lacks {' and '.join(repr(m) for m in missing)} "
-            f"(it has {', '.join(repr(h) for h in header if h) or 'none'}). Columns: context, question, "
-            "and optionally answer (or answers) and id."
-        )
-    reader.fieldnames = header
-    rows: list[Row] = []
-    try:
+    try:  # the header is read here: a cell over the csv module's field limit fails in it too
+        header = [h.strip().lower() for h in reader.fieldnames or []]
+        missing = [f for f in ("context", "question") if f not in header]
+        if missing:
+            has = ", ".join(short(h, 30) for h in header[:8] if h) + (", …" if len(header) > 8 else "")
+            raise QuestionFileError(
+                f"The CSV's first row should name the columns; it lacks {' and '.join(repr(m) for m in missing)} "
+                f"(it has {has or 'none'}). Columns: context, question, and optionally answer (or answers) and id."
+            )
+        reader.fieldnames = header
+        rows: list[Row] = []
         for row in reader:
             if None in row:  # more cells than columns
                 raise QuestionFileError(f"Row {reader.line_num} has more cells than the header has columns.")
             rows.append((reader.line_num, row))
     except csv.Error as exc:
+        if "field limit" in str(exc):
+            raise QuestionFileError(
+                f"Row {reader.line_num + 1} has a cell over {MAX_CELL_CHARS:,} characters, the longest this app "
+                "reads (a passage is at most a few thousand words); is the file's quoting broken?"
+            ) from None
         raise QuestionFileError(f"Row {reader.line_num} is not valid CSV: {exc}.") from None
     return rows
 
@@ -206,6 +255,8 @@ def answer_texts(row: dict, where: str) -> tuple[list[str], list[int | None]] | 
         value = row["answers"]
         if isinstance(value, str):  # a CSV cell: a JSON list, or one answer
             try:
+                if value.lstrip().startswith("["):
+                    check_depth(value, f"{where}, field 'answers',")
                 value = json.loads(value) if value.lstrip().startswith("[") else [value]
             except json.JSONDecodeError:
                 raise QuestionFileError(f"{where}, field 'answers': not a JSON list of texts.") from None
@@ -246,6 +297,8 @@ def checked_examples(rows: list[Row], limits: Limits, fmt: str) -> tuple[list[QA
         for field_name, value in (("context", context), ("question", question)):
             if not isinstance(value, str) or not value.strip():
                 raise QuestionFileError(f"{where}, field '{field_name}': missing or empty.")
+            if (problem := invalid_text(value)) is not None:
+                raise QuestionFileError(f"{where}, field '{field_name}': not valid text: {problem}.")
         limit_checks = (
             ("context", context, limits.max_context_chars),
             ("question", question, limits.max_question_chars),
@@ -265,6 +318,8 @@ def checked_examples(rows: list[Row], limits: Limits, fmt: str) -> tuple[list[QA
             )
         texts, starts = gold or ([], [])
         for text in texts:
+            if (problem := invalid_text(text)) is not None:
+                raise QuestionFileError(f"{where}, field 'answer': not valid text: {problem}.")
             if text.strip() and text not in context:
                 raise QuestionFileError(
                     f"{where}, field 'answer': {short(text)} is not in its context. An answer is a span copied "

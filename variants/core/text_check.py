@@ -46,3 +46,19 @@ def looks_like_text(text: str) -> bool:
     if not text:
         return True
     return not_text_share(text) <= MAX_NOT_TEXT_SHARE and any(visible(c) for c in text)
+
+
+def invalid_text(text: object) -> str | None:
+    """Why ``text`` is not valid text, in words, or None: not a string at all, or a string no encoding can
+    hold (a lone surrogate, U+D800 to U+DFFF, as a JSON escape like ``"\\ud800"`` makes one). Such a string
+    reaches no tokenizer and no log: the first is checked, where all text comes in, before any other check."""
+    if not isinstance(text, str):
+        return f"it is {type(text).__name__}, not a string"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"character {exc.start + 1:,} is a lone surrogate (U+{ord(text[exc.start]):04X}), half of a pair "
+            "that no text encoding can hold"
+        )
+    return None

@@ -7,10 +7,12 @@ one variant through the engine (the one decoding path) and returns its answer an
 It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
 warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
 served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
-for the Ask tab's timing instead. FastAPI runs the (synchronous) handler in its thread pool; one lock
-lets one request at a time into the models, as the Gradio app's default concurrency does (a fast
-tokenizer is not safe to share between threads at once, and parallel runs on a few cores would distort
-each other's latency).
+for the Ask tab's timing instead. One request at a time runs on the models, as the Gradio app's default
+concurrency does (parallel runs on a few cores would distort each other's latency); the others wait in a
+bounded line of their own (:class:`~variants.serving.guard.ModelLine`), not in the server's shared thread pool,
+and one more than it holds is refused at once with 429 and ``Retry-After``, so that the page's own routes stay
+fast under any load. A body over :data:`~variants.serving.guard.MAX_BODY_BYTES` is refused with 413 before it
+is read whole, and no refusal quotes more than a short excerpt of the input (:class:`GuardedRoute`).
 
     app = create_app(engine)                                   # standalone (uvicorn variants.serving.http:...)
     demo.launch(..., app_kwargs={"routes": router(engine).routes})  # beside the Gradio app
@@ -18,14 +20,18 @@ each other's latency).
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, FastAPI, HTTPException
+from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, request_rule
+from variants.serving.guard import MAX_BODY_BYTES, MAX_WAITING, ModelLine, Refused, excerpt
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -41,7 +47,9 @@ class AnswerRequest(BaseModel):
     runs: int = Field(
         SERVED.runs, ge=1, le=MAX_REQUEST_RUNS, description="timed runs at most (default 1: the request as served)"
     )
-    budget_s: float | None = Field(None, gt=0, description="seconds for the whole call; more runs only if they fit")
+    budget_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="seconds for the whole call; more runs only if they fit"
+    )
     warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
     null_threshold: float | str | None = Field(
         None, description="when to say 'no answer': a number or 'calibrated'; left out: the server's setting"
@@ -103,10 +111,70 @@ def request_threshold(request: AnswerRequest) -> NullThreshold | None:
         raise InputError(f"null_threshold: {exc}", "null_threshold") from None
 
 
-def router(engine: Engine) -> APIRouter:
-    """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``."""
-    api = APIRouter(prefix=PREFIX, tags=["variants"])
-    models = threading.Lock()
+class CappedRequest(Request):
+    """A request whose body is read up to :data:`MAX_BODY_BYTES` and no further (starlette reads it whole)."""
+
+    async def body(self) -> bytes:
+        if not hasattr(self, "_body"):
+            chunks, size = [], 0
+            async for chunk in self.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:  # an HTTPException passes FastAPI's body reading as it is
+                    raise HTTPException(413, too_large_words())
+                chunks.append(chunk)
+            self._body = b"".join(chunks)
+        return self._body
+
+
+def too_large_words() -> str:
+    return f"The request body is over {MAX_BODY_BYTES / 1e6:g} MB, this route's limit."
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    """FastAPI's validation errors in one short sentence: where and what, with an excerpt of the input at most
+    (its default handler echoes every input whole: a 30 MB body came back as 30 MB)."""
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        got = f" (got {excerpt(error['input'])})" if "input" in error and error.get("type") != "missing" else ""
+        parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
+    return "; ".join(parts) + "."
+
+
+class GuardedRoute(APIRoute):
+    """The /v1 routes' guard (FastAPI's custom route class): a POST that finds the models' line full gets 429 at
+    once, before its body is read; a body over :data:`MAX_BODY_BYTES` gets 413 before it is read whole (by its
+    Content-Length, else while it streams in); and a 422 says what is wrong with a short excerpt of the input,
+    never the input itself. ``line``: set by :func:`router` on its own subclass."""
+
+    line: ModelLine | None = None
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            if request.method == "POST" and self.line is not None and self.line.full():
+                busy = self.line.busy()
+                return JSONResponse(
+                    {"detail": str(busy)}, status_code=busy.status, headers={"Retry-After": str(busy.retry_after)}
+                )
+            length = request.headers.get("content-length", "")
+            if length.isdigit() and int(length) > MAX_BODY_BYTES:
+                return JSONResponse({"detail": too_large_words()}, status_code=413)
+            try:
+                return await handler(CappedRequest(request.scope, request.receive))
+            except RequestValidationError as exc:
+                return JSONResponse({"detail": validation_detail(exc)}, status_code=422)
+
+        return guarded
+
+
+def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
+    """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``; the requests wait in ``line`` (default: a
+    line of its own, one at a time, :data:`MAX_WAITING` waiting)."""
+    line = line or ModelLine(slots=1, max_waiting=MAX_WAITING, name="request")
+    route_class = type("LineGuardedRoute", (GuardedRoute,), {"line": line})
+    api = APIRouter(prefix=PREFIX, tags=["variants"], route_class=route_class)
 
     @api.get("/variants")
     def variants() -> list[dict]:
@@ -117,24 +185,26 @@ def router(engine: Engine) -> APIRouter:
         ]
 
     @api.post("/answer", response_model=AnswerResponse)
-    def answer(request: AnswerRequest) -> AnswerResponse:
+    async def answer(request: AnswerRequest) -> AnswerResponse:
         name = request.variant or default_variant(engine)
         if name not in engine.variants:
-            raise HTTPException(404, f"no variant {name!r}; loaded: {sorted(engine.variants)}")
+            raise HTTPException(404, f"No variant {excerpt(name)}; loaded: {', '.join(sorted(engine.variants))}.")
         try:
-            engine.check_input(request.question, request.context)
             threshold = request_threshold(request)
-        except InputError as exc:
+            result = await line.run(answer_with, name, request, threshold)
+        except InputError as exc:  # found before any model ran, or while tokenizing (a question too long)
             raise HTTPException(422, str(exc)) from None
-        rule = request_rule(request.runs, request.budget_s, request.warmup)
-        try:
-            with models:
-                result = engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
-        except InputError as exc:  # found while tokenizing, e.g. a question too long for the window
-            raise HTTPException(422, str(exc)) from None
+        except Refused as exc:  # the line is full
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+            raise HTTPException(exc.status, str(exc), headers=headers) from None
         if result.error:
             raise HTTPException(500, result.error)
         return answer_response(result)
+
+    def answer_with(name: str, request: AnswerRequest, threshold: NullThreshold | None) -> VariantResult:
+        engine.check_input(request.question, request.context)  # tokenizes a long question: in the turn's thread
+        rule = request_rule(request.runs, request.budget_s, request.warmup)
+        return engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
 
     return api
 

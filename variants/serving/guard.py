@@ -1,0 +1,250 @@
+"""Every request's limits, decided in one place: how big a body may be, how much of an input a refusal may echo,
+how many requests wait for the models and how long, and who owns a run.
+
+The handlers (``POST /v1/answer``, the gradio ``/answer`` and ``/evaluate`` APIs, the tabs) ask here and turn a
+:class:`Refused` into their own kind of answer (an HTTP status, a ``gr.Error``, a message under a box); none of
+them counts or times on its own. (The model time of one request, its runs and budget, is the timing rule's:
+:mod:`variants.answering.timing`.)
+
+- :class:`ModelLine`: requests that wait for the models, in a line of their own with a bounded length; one more
+  is refused at once, saying how long to wait, instead of waiting in the server's shared thread pool.
+- :class:`RunBook`: the long runs (a file of questions scored in chunks) going on in the whole app, each bound
+  to the session that started it; another session's run id reads nothing and changes nothing; idle runs and
+  runs past their wall-clock life are dropped.
+- :func:`excerpt`: the most of a visitor's input any refusal quotes back.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+MAX_BODY_BYTES = 1_000_000  # POST /v1/answer: a 25,000-character passage in JSON is ~0.1 MB
+EXCERPT_CHARS = 60  # the most of an input a refusal quotes back
+MAX_WAITING = 32  # requests waiting for the models in one line; one more is refused with how long to wait
+MAX_RUNS = 2  # /evaluate runs (the tab's and the API's together) going on in the app at once, one per session
+RUN_IDLE_S = 120.0  # a run whose owner has not asked for a chunk this long is dropped (its page closed)
+RUN_LIFE_S = 900.0  # and any run is dropped this long after it started, however it is kept alive
+
+T = TypeVar("T")
+
+
+class Refused(Exception):
+    """A request turned away, with the one sentence that says why; ``status`` the HTTP status that fits it and
+    ``retry_after`` (seconds) when waiting will help."""
+
+    def __init__(self, message: str, status: int = 422, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def excerpt(value: Any, n: int = EXCERPT_CHARS) -> str:
+    """A short, printable quote of ``value`` for a refusal: its ``repr`` cut to ``n`` characters with its size,
+    so that a 30 MB input is never echoed back (and a lone surrogate is shown escaped, never written raw)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= n:
+        return repr(text) if isinstance(value, str) else text
+    return f"{text[: n - 1]!r}… ({len(text):,} characters)"
+
+
+def wait_words(seconds: float) -> str:
+    """'about 40 seconds', 'about 3 minutes': how long to wait, in words a visitor reads."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} seconds"
+    return f"about {round(seconds / 60)} minutes"
+
+
+@dataclass
+class ModelLine:
+    """Requests waiting their turn at the models, in a line of their own: ``slots`` run at once, at most
+    ``max_waiting`` wait, and one more is refused at once (:class:`Refused`, status 429) with how long the line
+    takes to clear, from the mean time of the last turns. ``name`` says what waits ("question", "request").
+
+    :meth:`turn` is the blocking form (a worker thread waits its turn); :meth:`run` the async one: it admits or
+    refuses on the event loop and waits in a thread counted by the line's own limiter, never in the server's
+    shared pool, so that the page's own routes are served whatever the line's length."""
+
+    slots: int = 1
+    max_waiting: int = MAX_WAITING
+    name: str = "request"
+    first_guess_s: float = 2.0  # a turn's time before any was measured
+    ticket_s: float = 300.0  # a place reserved ahead of another queue is given up after this long
+    _waiting: int = field(default=0, init=False)
+    _tickets: list[float] = field(default_factory=list, init=False)  # when each reserved place lapses
+    _mean_s: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _turns: threading.Semaphore = field(init=False)
+    _limiter: Any = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._turns = threading.Semaphore(self.slots)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting now: in the line, and with a place reserved ahead of another queue."""
+        return self._waiting + len(self._tickets)
+
+    def wait_s(self) -> float:
+        """How long the line takes to clear now, in seconds (at least one turn)."""
+        turn = self._mean_s or self.first_guess_s
+        return turn * (self.waiting + self.slots) / self.slots
+
+    def busy(self) -> Refused:
+        wait, ahead = self.wait_s(), self.waiting
+        return Refused(
+            f"The app is busy: {ahead} {self.name}{'s are' if ahead != 1 else ' is'} waiting for the models, as "
+            f"many as it holds; try again in {wait_words(wait)}.",
+            429,
+            max(1, math.ceil(wait)),
+        )
+
+    def full(self) -> bool:
+        """Whether one more request would be refused now (a cheap look, before its body is even read)."""
+        return self.waiting >= self.max_waiting
+
+    def _admit(self, claim: bool = False) -> None:
+        with self._lock:
+            if claim and self._tickets:  # its place was reserved: it takes that place
+                self._tickets.pop(0)
+            elif self.waiting >= self.max_waiting:
+                raise self.busy()
+            self._waiting += 1
+
+    def reserve(self) -> None:
+        """Reserve a place for a request about to wait in another queue first (the page's model queue: a
+        validator runs before it), refused at once when the line is full; :meth:`turn` with ``claim`` takes it.
+        A place not taken in ``ticket_s`` (the request was cancelled) lapses."""
+        with self._lock:
+            now = time.monotonic()
+            self._tickets = [t for t in self._tickets if t > now]
+            if self.waiting >= self.max_waiting:
+                raise self.busy()
+            self._tickets.append(now + self.ticket_s)
+
+    def _take_turn(self) -> float:
+        try:
+            self._turns.acquire()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        return time.monotonic()
+
+    def _end_turn(self, started: float) -> None:
+        took = time.monotonic() - started
+        with self._lock:
+            self._mean_s = took if self._mean_s is None else 0.8 * self._mean_s + 0.2 * took
+        self._turns.release()
+
+    @contextmanager
+    def turn(self, claim: bool = False) -> Iterator[None]:
+        """Wait for a turn in this thread (refused at once when the line is full, unless ``claim`` takes a place
+        :meth:`reserve` kept), then hold it."""
+        self._admit(claim)
+        started = self._take_turn()
+        try:
+            yield
+        finally:
+            self._end_turn(started)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread once its turn comes; refused at once when the line is full."""
+        self._admit()
+        if self._limiter is None:  # made on the server's event loop, on first use; never fuller than the line
+            self._limiter = anyio.CapacityLimiter(self.max_waiting + self.slots)
+        started: list[float] = []
+
+        def in_turn() -> T:
+            started.append(self._take_turn())
+            try:
+                return fn(*args)
+            finally:
+                self._end_turn(started[0])
+
+        try:
+            return await anyio.to_thread.run_sync(in_turn, limiter=self._limiter)
+        finally:
+            if not started:  # cancelled before its thread began: it no longer waits
+                with self._lock:
+                    self._waiting -= 1
+
+
+@dataclass
+class Run:
+    """One long run and whose it is."""
+
+    owner: str
+    run: Any
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.monotonic)
+    seen: float = field(default_factory=time.monotonic)
+
+
+class RunBook:
+    """The long runs going on in the whole app (thread-safe): at most ``max_runs`` at once and one per owner (a
+    browser session, or an API client's session), each found only by its owner; a run not asked for in
+    ``idle_s`` or older than ``life_s`` is dropped."""
+
+    def __init__(self, max_runs: int = MAX_RUNS, idle_s: float = RUN_IDLE_S, life_s: float = RUN_LIFE_S) -> None:
+        self.max_runs, self.idle_s, self.life_s = max_runs, idle_s, life_s
+        self._runs: dict[str, Run] = {}
+        self._lock = threading.Lock()
+
+    def _prune(self, now: float) -> None:
+        self._runs = {
+            k: r
+            for k, r in self._runs.items()
+            if now - r.seen < self.idle_s and now - r.started < self.life_s and not getattr(r.run, "finished", False)
+        }
+
+    def start(self, owner: str, run: Any) -> str:
+        """Book ``run`` for ``owner`` and return its id; :class:`Refused` if this owner, or too many, run one."""
+        with self._lock:
+            now = time.monotonic()
+            self._prune(now)
+            if owner in self._runs:
+                raise Refused("Your run is still going: stop it, or wait for it to finish, before starting another.")
+            if len(self._runs) >= self.max_runs:
+                free = min(
+                    min(self.life_s - (now - r.started), self.idle_s - (now - r.seen)) for r in self._runs.values()
+                )
+                raise Refused(
+                    f"{len(self._runs)} runs are going on this app already, as many as it takes at once; try again "
+                    f"in {wait_words(max(free, 30.0))} at most.",
+                    429,
+                    max(1, math.ceil(free)),
+                )
+            booked = Run(owner, run)
+            self._runs[owner] = booked
+            return booked.id
+
+    def get(self, owner: str, run_id: str | None = None) -> Any | None:
+        """``owner``'s run (with ``run_id``: only if it is that one), marked as seen; None for anyone else's."""
+        with self._lock:
+            now = time.monotonic()
+            self._prune(now)
+            booked = self._runs.get(owner)
+            if booked is None or (run_id is not None and booked.id != run_id):
+                return None
+            booked.seen = now
+            return booked.run
+
+    def end(self, owner: str, run_id: str | None = None) -> None:
+        with self._lock:
+            booked = self._runs.get(owner)
+            if booked is not None and (run_id is None or booked.id == run_id):
+                del self._runs[owner]
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._prune(time.monotonic())
+            return len(self._runs)
