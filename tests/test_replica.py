@@ -135,7 +135,10 @@ def test_bench_measures_only_the_latency_of_random_weights(replica_engine, repli
             assert entry.accuracy == dict.fromkeys(VIEWS) and all(entry.view(v) is None for v in VIEWS)
             assert entry.agreement_with_baseline is None and entry.seq_len_sweep
     assert replica_record.variants[1].speedup_vs_baseline > 0
-    assert all(f"({LATENCY_ONLY})" in line for line in bench_cli.summary_table(replica_record).splitlines()[2:])
+    rows = [
+        line for line in bench_cli.summary_table(replica_record).splitlines() if line.startswith(("baseline", "pruned"))
+    ]
+    assert len(rows) == 2 and all(f"({LATENCY_ONLY})" in row for row in rows)  # a busy machine adds a line of its own
     examples = load_squad(ASSETS / "data" / "squad_v2_dev_sample.json")[:4]
     quick = quick_bench.quick_benchmark(replica_engine, examples, 4)
     assert all(e.latency_only and e.latency_ms and e.accuracy == dict.fromkeys(VIEWS) for e in quick.variants)
