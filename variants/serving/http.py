@@ -25,7 +25,8 @@ from fastapi import APIRouter, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
-from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, request_rule
+from variants.answering.timing import SERVED
+from variants.serving.limits import MAX_BUDGET_S, MAX_RUNS, request_rule
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -39,9 +40,11 @@ class AnswerRequest(BaseModel):
     context: str
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
     runs: int = Field(
-        SERVED.runs, ge=1, le=MAX_REQUEST_RUNS, description="timed runs at most (default 1: the request as served)"
+        SERVED.runs, ge=1, description=f"timed runs at most (default 1: the request as served; capped at {MAX_RUNS})"
     )
-    budget_s: float | None = Field(None, gt=0, description="seconds for the whole call; more runs only if they fit")
+    budget_s: float | None = Field(
+        None, ge=0, description=f"seconds of timed runs; more only if they fit (0 or none: the {MAX_BUDGET_S:g} s cap)"
+    )
     warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
     null_threshold: float | str | None = Field(
         None, description="when to say 'no answer': a number or 'calibrated'; left out: the server's setting"
@@ -124,9 +127,9 @@ def router(engine: Engine) -> APIRouter:
         try:
             engine.check_input(request.question, request.context)
             threshold = request_threshold(request)
-        except InputError as exc:
+            rule = request_rule(request.runs, request.budget_s, request.warmup)  # capped (variants.serving.limits)
+        except (InputError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
-        rule = request_rule(request.runs, request.budget_s, request.warmup)
         try:
             with models:
                 result = engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
