@@ -30,7 +30,7 @@ from ui.questions import make_evaluate_api, questions_tab
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
-from variants.benchmarking.quick import quick_benchmark
+from variants.benchmarking.quick import QuickRun
 from variants.building import custom
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
@@ -72,7 +72,7 @@ def build_demo(
         with gr.Tab("Ask"):
             ask_tab(engine, headline, steps, group, sample_file, custom_mb)
         with gr.Tab("Benchmark"):
-            benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark)
+            benchmark_tab(engine, results_dir, group, sample_file, QuickRun)
         with gr.Tab("Your questions"):
             questions_tab(engine, group, Evaluation)
         with gr.Tab("About"):

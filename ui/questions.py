@@ -106,7 +106,8 @@ def read_input(engine: Engine, file: str | None, pasted: str) -> tuple[QuestionS
 # --- what the tab shows --------------------------------------------------------------------------------
 
 
-def status_html(run: Any | None, message: str = "", error: bool = False) -> str:
+def status_html(run: Any | None, message: str = "", error: bool = False, bar_id: str = "questions-progress") -> str:
+    """Where a run in chunks stands (this tab's, and the Benchmark tab's quick run with its own ``bar_id``)."""
     if error:
         return f'<div class="qa-notice" role="alert">{esc(message)}</div>'
     if run is None:
@@ -117,7 +118,7 @@ def status_html(run: Any | None, message: str = "", error: bool = False) -> str:
         text = f"{why.capitalize()}: {done:,} of {total:,} questions, {run.seconds:.1f} s of model time."
     else:
         text = f"{done:,} of {total:,} questions · {run.seconds:.1f} s of model time · Stop keeps what is done."
-    bar = f'<progress id="questions-progress" max="{total}" value="{done}" style="width:100%"></progress>'
+    bar = f'<progress id="{esc(bar_id)}" max="{total}" value="{done}" style="width:100%"></progress>'
     return f'<div class="qa-summary">{bar}<div>{esc(text)}</div></div>'
 
 
