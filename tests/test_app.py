@@ -308,7 +308,9 @@ def test_card_latency_is_a_median_with_its_spread(engine) -> None:
     card = card_html(loaded, result, CONTEXT, "done")
     assert "<b>11.5 ms</b><span>median of 5 runs · 10.0–14.0 ms</span>" in card
     assert 'title="Median of 5 timed runs; the range is the fastest and the slowest run' in card
-    assert "the fastest first" in card and "within a time budget they share" in card and "Speedups compare medians" in card
+    assert (
+        "the fastest first" in card and "within a time budget they share" in card and "Speedups compare medians" in card
+    )
 
 
 def test_threshold_control_changes_the_decisions(engine) -> None:

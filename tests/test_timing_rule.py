@@ -131,7 +131,7 @@ def test_the_fastest_answer_first_by_size_then_by_the_last_question(engine, monk
     sizes = {n: engine.variants[n].model.size_bytes for n in HEADLINE}
     assert engine.run_order(HEADLINE) == sorted(HEADLINE, key=lambda n: sizes[n])
     assert engine.run_order(HEADLINE)[-1] == "baseline"  # the largest
-    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={"pruned-onnx-opt-int8": 0.05})
+    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={"pruned-onnx-opt-int8": 0.5})
     engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=1, budget_s=None, settle_below_ms=0))
     assert engine.run_order(HEADLINE)[-1] == "pruned-onnx-opt-int8"  # the slowest on the last question: last now
     calls.clear()
@@ -158,7 +158,7 @@ def test_the_budget_bounds_the_call_and_the_slowest_give_up_first(engine, monkey
     started = time.perf_counter()
     results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=5, budget_s=budget))}
     took = time.perf_counter() - started
-    assert took <= budget + sum(max(runs[n]) for n in HEADLINE) + 0.2  # the budget plus one run per variant
+    assert took <= budget + sum(max(runs[n]) for n in HEADLINE) + 0.5  # the budget plus one run per variant (+ slack)
     assert sum(map(sum, runs.values())) <= took
     cut = results[slow]
     assert cut.budget_cut and 1 <= cut.timed_runs < 5 and not cut.first_timed  # 0.25 s: still warmed up
@@ -192,7 +192,9 @@ def test_a_spent_budget_leaves_each_variant_one_answer_timed_by_its_first_run(en
     assert "1 timed run, its first run, not warmed up; 5 asked, but the next would have ended past" in card
     assert "one run" in card and "long passage" not in card
     text = html.unescape(summary_html(engine, HEADLINE, {r.variant: r for r in results}, running=False))
-    assert "fewer than the 5 asked for every variant, as the 1e-06 s time budget ran out" in text
+    assert (
+        "each from its first run (no warm-up); fewer than the 5 asked for every variant, as the 1e-06 s time " in text
+    )
 
 
 def test_the_stream_shows_answers_first_then_rounds(engine) -> None:
@@ -307,5 +309,9 @@ def test_summary_while_timing_and_with_k(engine) -> None:
         r.timed_runs, r.runs_asked, r.budget_s, r.budget_cut = k, 5, 10.0, k < 5
         r.timing = TimingRule(runs=5, budget_s=10).describe(k, gave_up=k < 5)
     text = html.unescape(summary_html(engine, HEADLINE, done, running=False))
-    assert "Latency: 3–5 timed runs each, in turns, the fastest first; fewer than the 5 asked for the slowest, " in text
+    assert (
+        "Latency: 3–5 timed runs each, in turns, the fastest first, after one untimed warm-up run; fewer than the "
+        in text
+    )
+    assert "5 asked for the slowest, " in text
     assert "as the 10 s time budget ran out (the cards say so)." in text

@@ -280,14 +280,21 @@ def _summary_line(names: list[str], results: dict[str, VariantResult], running: 
 
 
 def _timing_line(ok: list[VariantResult]) -> str:
-    """What the timing did, e.g. "Latency: 2–5 timed runs each, in turns, the fastest first; fewer than the 5 asked
-    for the slowest, as the 12 s time budget ran out (the cards say so)." """
+    """What the timing did, e.g. "Latency: 2–5 timed runs each, in turns, the fastest first, after one untimed
+    warm-up run; fewer than the 5 asked for the slowest, as the 12 s time budget ran out (the cards say so)." """
     timed = [r for r in ok if r.timing]
     if not timed:
         return ""
     counts = sorted({r.timed_runs for r in timed})
     k = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
     text = f"Latency: {k} timed run{'s' if counts[-1] != 1 else ''} each, in turns, the fastest first"
+    first = [r for r in timed if r.first_timed]  # timed from their first run: long enough, or no room for more
+    if not first:
+        text += ", after one untimed warm-up run"
+    elif len(first) < len(timed):
+        text += f", after one untimed warm-up run ({len(first)} of {len(timed)} timed from their first run instead)"
+    else:
+        text += ", each from its first run (no warm-up)"
     if cut := [r for r in timed if r.budget_cut and r.timed_runs < r.runs_asked]:
         asked, budget = max(r.runs_asked for r in cut), max(r.budget_s or 0 for r in cut)
         who = (
