@@ -117,7 +117,9 @@ def test_every_variant_answers_once_fastest_first_then_they_take_turns(engine, m
     order = engine.run_order(HEADLINE)
     rule = TimingRule(runs=3, budget_s=None, settle_below_ms=0)  # no settle runs: one call per turn
     results = engine.ask(QUESTION, CONTEXT, HEADLINE, rule=rule)
-    assert sorted(order) == sorted(HEADLINE) and calls == order * 4  # one untimed round, then three timed ones
+    assert sorted(order) == sorted(HEADLINE) and calls[:3] == order  # each answers once, in the order foreseen
+    turns = calls[3:6]  # then three timed rounds in turns, fastest first by this question's first runs
+    assert sorted(turns) == sorted(HEADLINE) and calls[3:] == turns * 3
     assert [r.variant for r in results] == HEADLINE  # answered fastest first, listed in chain order
     for r in results:
         assert r.timed_runs == len(r.latency_runs) == 3 and r.runs_asked == 3 and not r.pending
@@ -142,8 +144,8 @@ def test_the_fastest_answer_first_by_size_then_by_the_last_question(engine, monk
 
 
 def test_the_budget_bounds_the_call_and_the_slowest_give_up_first(engine, monkeypatch) -> None:
-    slow, budget = "baseline", 1.0
-    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={slow: 0.25})
+    slow, budget = "baseline", 3.0  # room for a few of the slow one's runs even on a loaded machine
+    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={slow: 0.5})
     runs: dict[str, list[float]] = {n: [] for n in HEADLINE}
     for name in HEADLINE:  # each model call's own duration
         timed = engine.variants[name].model.run
@@ -161,12 +163,12 @@ def test_the_budget_bounds_the_call_and_the_slowest_give_up_first(engine, monkey
     assert took <= budget + sum(max(runs[n]) for n in HEADLINE) + 0.5  # the budget plus one run per variant (+ slack)
     assert sum(map(sum, runs.values())) <= took
     cut = results[slow]
-    assert cut.budget_cut and 1 <= cut.timed_runs < 5 and not cut.first_timed  # 0.25 s: still warmed up
+    assert cut.budget_cut and 1 <= cut.timed_runs < 5 and not cut.first_timed  # 0.5 s: still warmed up
     assert calls.count(slow) == cut.timed_runs + 1
     assert all(results[n].timed_runs >= cut.timed_runs for n in HEADLINE)  # the fast ones kept theirs longer
-    assert "5 asked, but the next would have ended past the 1 s time budget the variants share" in cut.timing
+    assert "5 asked, but the next would have ended past the 3 s time budget the variants share" in cut.timing
     card = card_html(engine.variants[slow], cut, CONTEXT, "done", cut)
-    assert "the 1 s time budget the variants share" in html.unescape(card) and "long passage" not in card
+    assert "the 3 s time budget the variants share" in html.unescape(card) and "long passage" not in card
 
 
 def test_a_long_first_run_is_timed_not_repeated_as_a_warm_up(engine, monkeypatch) -> None:

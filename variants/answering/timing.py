@@ -372,7 +372,8 @@ class TimingRule:
        under ``settle_below_ms`` first runs once more untimed in its turn (the first call after another
        backend ran is slower, up to 1.7x, see :func:`latency_pass`, which matters for a 10 ms run and not
        for a 1 s one). A variant stops at ``runs`` timed runs, or gives them up when its next run (going by
-       its last) would end past ``budget_s`` from the call's start: the slowest give up first. So the call's
+       the median of its runs so far) would end past ``budget_s`` from the call's start: the slowest give up
+       first. So the call's
        model time stays within the budget plus one run per variant, whatever the passage.
     3. **At least one timing.** A variant the budget left without a timed run is timed by its first run
        (not warmed up, and said so).

@@ -17,6 +17,8 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
+
 from variants.answering.language import identifier, language_notice
 from variants.answering.qa import (
     Answer,
@@ -382,6 +384,7 @@ class Engine:
         results: dict[str, VariantResult] = {}
         runners: dict[str, Callable] = {}
         last_ms: dict[str, float] = {}
+        seen_ms: dict[str, list[float]] = {}  # each variant's runs so far: the median says what its next will take
         first: dict[str, tuple[float, float | None, float | None]] = {}  # an uncounted first run: ms, CPU, wait
 
         def shown() -> dict[str, VariantResult]:
@@ -398,20 +401,21 @@ class Engine:
                 else:
                     ans, ms, cpu = timed
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
-                    last_ms[name], result.pending = ms, True
+                    last_ms[name], seen_ms[name], result.pending = ms, [ms], True
                     if rule.counts_first(ms):
                         result.first_timed = True
                         _keep_run(result, ms, cpu)
                     else:
                         first[name] = (ms, *cpu) if cpu else (ms, None, None)
             yield AskProgress(shown(), "answering", 0, rule)  # each variant's card can show its answer (or error)
-        turns = [n for n in order if n in runners and len(results[n].latency_runs) < rule.runs]
+        # the timed turns go fastest first by this question's own first runs (the order above was the last question's)
+        turns = sorted((n for n in runners if len(results[n].latency_runs) < rule.runs), key=lambda n: seen_ms[n][0])
         rounds = 0
         while turns:
             for name in list(turns):
                 result, run = results[name], runners[name]
                 settle = rule.settle(last_ms[name])
-                expected_s = last_ms[name] * (2 if settle else 1) / 1000
+                expected_s = float(np.median(seen_ms[name])) * (2 if settle else 1) / 1000  # a spike is not the rule
                 if not rule.fits(time.perf_counter() - started, expected_s):  # the slowest give up first
                     result.budget_cut = True
                     turns.remove(name)
@@ -423,6 +427,7 @@ class Engine:
                     turns.remove(name)
                     continue
                 _, last_ms[name], cpu = timed
+                seen_ms[name].append(last_ms[name])
                 _keep_run(result, last_ms[name], cpu)
                 if len(result.latency_runs) >= rule.runs:
                     turns.remove(name)
