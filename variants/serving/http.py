@@ -7,7 +7,7 @@ one variant through the engine (the one decoding path) and returns its answer an
 It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
 warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
 served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
-for the Ask tab's timing instead. FastAPI runs the (synchronous) handler in its thread pool; one lock
+for the Ask tab's timing instead, within the caps every caller has (:mod:`variants.serving.limits`). FastAPI runs the (synchronous) handler in its thread pool; one lock
 lets one request at a time into the models, as the Gradio app's default concurrency does (a fast
 tokenizer is not safe to share between threads at once, and parallel runs on a few cores would distort
 each other's latency).
