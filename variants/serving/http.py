@@ -5,12 +5,12 @@ right for the UI but adds milliseconds to every call. Serving latency as the pub
 measured it (FastAPI straight to the model) needs a plain route: ``POST /v1/answer`` answers with
 one variant through the engine (the one decoding path) and returns its answer and where it ran.
 It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
-warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
-served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
-for the Ask tab's timing instead, within the caps every caller has (:mod:`variants.serving.limits`). FastAPI runs the (synchronous) handler in its thread pool; one lock
-lets one request at a time into the models, as the Gradio app's default concurrency does (a fast
-tokenizer is not safe to share between threads at once, and parallel runs on a few cores would distort
-each other's latency).
+warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is
+what served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup``
+ask for the Ask tab's timing instead, within the caps every caller has (:mod:`variants.serving.limits`).
+FastAPI runs the (synchronous) handler in its thread pool; one lock lets one request at a time into the
+models, as the Gradio app's default concurrency does (a fast tokenizer is not safe to share between
+threads at once, and parallel runs on a few cores would distort each other's latency).
 
     app = create_app(engine)                                   # standalone (uvicorn variants.serving.http:...)
     demo.launch(..., app_kwargs={"routes": router(engine).routes})  # beside the Gradio app
