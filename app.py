@@ -31,7 +31,7 @@ from ui.report import benchmark_report_file, questions_report_file
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
-from variants.benchmarking.quick import quick_benchmark
+from variants.benchmarking.quick import QuickRun
 from variants.building import custom
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
@@ -78,15 +78,15 @@ def build_demo(
         with gr.Tab("Ask"):
             ask_tab(engine, headline, steps, group, sample_file, custom_mb, line, page=demo)
         with gr.Tab("Benchmark"):
-            benchmark_tab(engine, results_dir, group, sample_file, quick_benchmark, benchmark_report_file)
+            benchmark_tab(engine, results_dir, group, sample_file, QuickRun, benchmark_report_file, line=line)
         runs = RunBook()  # the app's one book of runs: the tab's and /evaluate's together
         with gr.Tab("Your questions"):
-            questions_tab(engine, group, Evaluation, runs, questions_report_file)
+            questions_tab(engine, group, Evaluation, runs, questions_report_file, line=line)
         with gr.Tab("About"):
             html_block(about_html(engine))
         # its own group, not limited by gradio: each call waits in ``line`` (async), refused there when it is full
         gr.api(make_answer_api(engine, line), api_name="answer", concurrency_id="answer-api", concurrency_limit=None)
-        gr.api(make_evaluate_api(engine, Evaluation, runs), api_name="evaluate", **group)
+        gr.api(make_evaluate_api(engine, Evaluation, runs, line), api_name="evaluate", **group)
     demo.queue(max_size=2 * max_queue, default_concurrency_limit=concurrency_limit)
     return demo
 

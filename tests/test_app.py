@@ -5,7 +5,9 @@ get one slow test (skipped when they are not in assets/models)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
+import inspect
 import re
 import socket
 import warnings
@@ -33,20 +35,22 @@ from ui.ask import (
 from ui.benchmark import (
     ANSWERABLE_HEADERS,
     PEER_RATIOS,
+    QUICK_SHOWN,
     SHORT_COLUMNS,
     TABLE_COLUMNS,
     VIEW_COLUMNS,
     benchmark_outputs,
-    make_quick_benchmark,
+    make_quick_handlers,
     record_frame,
     record_header,
     table_frame,
 )
 from ui.cards import card_html, summary_html
+from ui.questions import Runs
 from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants.answering.timing import cpu_clock
-from variants.benchmarking.quick import quick_benchmark
+from variants.benchmarking.quick import QuickRun
 from variants.building import custom
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
@@ -307,7 +311,10 @@ def test_card_latency_is_a_median_with_its_spread(engine) -> None:
     result.latency_min_ms, result.latency_max_ms = min(runs), max(runs)
     card = card_html(loaded, result, CONTEXT, "done")
     assert "<b>11.5 ms</b><span>median of 5 runs · 10.0–14.0 ms</span>" in card
-    assert 'title="Median of 5 timed runs after one untimed warm-up run' in card and "Speedups compare medians" in card
+    assert 'title="Median of 5 timed runs; the range is the fastest and the slowest run' in card
+    assert (
+        "the fastest first" in card and "within a time budget they share" in card and "Speedups compare medians" in card
+    )
 
 
 def test_threshold_control_changes_the_decisions(engine) -> None:
@@ -410,20 +417,37 @@ def test_benchmark_tab_without_records(engine, tmp_path: Path) -> None:
     assert scatter.layout.annotations and sweep.layout.annotations
 
 
+def run_quick_tab(handlers: dict, n: int, request, view: str = "pipeline", stop_after: int | None = None) -> tuple:
+    """Press Run, then let the counter's changes run chunk after chunk, as the page does; (chunks, the last outputs)."""
+    status, tick = handlers["begin"](n, 0, request)
+    assert tick == 1 and f"0 of {n} questions" in status
+    for chunks in range(1, 500):
+        if chunks == stop_after:
+            handlers["stop"](request)
+        outputs = handlers["step"](tick, view, [], False, request)
+        if outputs[-1] != tick + 1:  # the last chunk leaves the counter as it was: the loop ends
+            return chunks, outputs
+        assert all(isinstance(o, type(gr.skip())) for o in outputs[: QUICK_SHOWN + 2])  # nothing redrawn meanwhile
+        assert "questions" in outputs[-2] and "Stop keeps what is done" in outputs[-2]  # the progress, per chunk
+        tick = outputs[-1]
+    raise AssertionError("the quick benchmark never ended")
+
+
 def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir: Path) -> None:
-    calls = []
     stored = stored_records(results_dir)
-    quick = make_quick_benchmark(engine, SAMPLE_FILE, quick_benchmark, stored)
-    header, scatter, table, _every, _sweep, _why, _profile, _long_note, _long, download, runs, chooser = quick(
-        3, "pipeline", [], progress=lambda f, desc=None: calls.append((f, desc))
+    handlers = make_quick_handlers(engine, SAMPLE_FILE, QuickRun, Runs(), stored)
+    _, outputs = run_quick_tab(handlers, 3, SimpleNamespace(session_hash="visitor"))
+    header, scatter, table, _every, _sweep, _why, _profile, _long_note, _long, download, runs, chooser, status, _ = (
+        outputs
     )
+    assert "Done: 3 of 3 questions" in status and "the numbers above are theirs" in status
     assert "Quick benchmark" in header and "noisy at this size" in header and "(None)" not in header
     assert table.column_widths and len(table.column_widths) == len(table.value["headers"])
     table = pd.DataFrame(table.value["data"], columns=table.value["headers"])
     assert len(table) == len(engine.loaded) and table["F1"].notna().all()
     markers = [t for t in scatter.data if t.mode == "markers"]
     assert len(markers) == len(engine.loaded) and "always “no answer”" in scatter.data[-1].name  # SQuAD v2 views
-    assert download.value and calls and calls[-1][0] == 1.0
+    assert download.value
     assert len(runs) == 1 and chooser.value == record_key(runs[0])
     keys = [key for _label, key in chooser.choices]
     assert keys == [record_key(runs[0]), *(record_key(r) for r in stored)]  # the stored ones stay selectable
@@ -438,6 +462,23 @@ def test_quick_benchmark_is_added_beside_the_stored_records(engine, results_dir:
     for entry in runs[0].entries:
         entry.stretch = 1.0
     assert "busy" not in record_header(runs[0], "")
+
+
+def test_a_quick_benchmark_goes_in_chunks_of_the_model_queue_and_stops(engine) -> None:
+    handlers = make_quick_handlers(engine, SAMPLE_FILE, functools.partial(QuickRun, chunk_s=0), Runs())
+    visitor = SimpleNamespace(session_hash="stopper")
+    turns = len(engine.loaded) + 1  # a chunk is one variant's turn here: every variant answers one question, and more
+    chunks, outputs = run_quick_tab(handlers, 10, visitor, stop_after=turns)
+    header, *_, runs, _chooser, status, _ = outputs
+    assert chunks == turns and "Stopped:" in status and "of 10 questions" in status  # Stop ends it at the next chunk
+    assert len(runs) == 1 and runs[0].data["stopped"] == "stopped" and runs[0].n_questions < 10
+    assert f"Stopped after {runs[0].n_questions} of 10 questions" in header
+    _, outputs = run_quick_tab(handlers, 10, visitor, stop_after=1)  # stopped before any question: no record
+    assert "nothing to show" in outputs[-2] and all(isinstance(o, type(gr.skip())) for o in outputs[:-2])
+    demo = app.build_demo(engine)
+    step = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "quick_step")
+    assert step.concurrency_id == app.CONCURRENCY_GROUP  # each chunk waits its turn with the Ask tab's questions
+    assert not inspect.isgeneratorfunction(step.fn)  # and ends its event: what came meanwhile goes next
 
 
 # --- examples and start-up --------------------------------------------------------------------------

@@ -250,6 +250,38 @@ def test_a_variant_failing_while_measured_does_not_stop_the_run(engine, squad_fi
     assert record.peer is None
 
 
+def test_the_quick_run_goes_in_chunks_to_the_record_of_one_go(engine, squad_file):
+    """The Benchmark tab's quick run (issue 68): stepped a chunk at a time, as the app's queue does, it measures the
+    same questions, answers and accuracy as in one go; only the times differ (and are not compared)."""
+    examples = load_squad(squad_file)
+    whole = quick.quick_benchmark(engine, examples, 6)
+    run = quick.QuickRun(engine, examples, 6, chunk_s=0)  # a chunk of one turn: one variant on one question
+    chunks = 0
+    while run.step():
+        chunks += 1
+    assert chunks >= 6 and run.finished and run.stopped is None
+    record = run.record()
+    assert record.data == whole.data and record.is_quick and record.settings == whole.settings
+    assert [e.variant for e in record.variants] == [e.variant for e in whole.variants]
+    for mine, theirs in zip(record.variants, whole.variants, strict=True):
+        assert mine.error == theirs.error
+        if not mine.error:
+            assert mine.accuracy == theirs.accuracy and mine.agreement_with_baseline == theirs.agreement_with_baseline
+            assert mine.latency_ms.n == theirs.latency_ms.n == 6
+
+
+def test_a_stopped_quick_run_says_what_it_measured(engine, squad_file):
+    run = quick.QuickRun(engine, load_squad(squad_file), 6, chunk_s=0)
+    while run.position < 2:
+        assert run.step()
+    run.stop()
+    assert not run.step() and run.finished  # Stop is honoured at the next chunk: nothing more runs
+    record = run.record()
+    assert record.n_questions == run.position == 2 and record.data["n_total"] == 6 and record.data["stopped"]
+    assert record.data["sample"] == "2 of the 6 questions drawn at random (seed 0): stopped there"
+    assert all(e.latency_ms.n == 2 and e.view("pipeline").n == 2 for e in record.variants if not e.error)
+
+
 def test_quick_benchmark(engine, squad_file, tmp_path):
     calls = []
     examples = load_squad(squad_file)

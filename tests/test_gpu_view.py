@@ -375,7 +375,7 @@ def test_the_benchmark_tab_shows_the_gpu_section(tmp_path: Path) -> None:
     shutil.copy(H200, tmp_path / "gpu" / H200.name)
     engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)  # no record for it: nothing more asked
     with gr.Blocks() as demo:
-        benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", run_quick=lambda *a, **k: None)
+        benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", start_quick=lambda *a, **k: None)
     ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
     assert {"bench-header", "bench-record", "bench-gpu", "bench-gpu-latency", "bench-gpu-table"} <= set(ids)
     assert ids.index("bench-gpu") > ids.index("bench-table")  # at the foot, below the CPU views
@@ -427,6 +427,6 @@ def test_a_bench_record_measured_on_a_gpu_is_picked_on_a_gpu_and_shown_in_the_gp
     assert list(table["F1"][: len(ok)]) == pytest.approx([e["accuracy"]["pipeline"]["f1"] for e in ok], abs=0.006)
     engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)
     with gr.Blocks() as demo:
-        benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", run_quick=lambda *a, **k: None)
+        benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", start_quick=lambda *a, **k: None)
     ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
     assert {"bench-gpu", "bench-gpu-bench-note", "bench-gpu-bench"} <= set(ids)

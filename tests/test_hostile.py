@@ -332,3 +332,34 @@ def test_an_excerpt_is_short_and_escaped() -> None:
     long = excerpt("x" * 100_000 + LONE)
     assert len(long) < 100 and "100,001 characters" in long
     assert LONE not in excerpt(f"a{LONE}b") and "\\ud800" in excerpt(f"a{LONE}b")
+
+
+def test_a_chunk_of_a_long_run_waits_for_a_question_in_the_line_and_is_never_refused() -> None:
+    """A Your questions chunk or a quick-benchmark chunk takes a turn in the models' line (queued_turn): it does not
+    run beside an Ask question or an /answer call, and a full line does not refuse it (its run was admitted)."""
+    line = ModelLine(slots=1, max_waiting=1)
+    entered, release = threading.Event(), threading.Event()
+
+    def question() -> None:
+        with line.turn():
+            entered.set()
+            release.wait(10)
+
+    asker = threading.Thread(target=question)
+    asker.start()
+    assert entered.wait(10)
+    line.reserve()  # the line is now full: another question would be refused
+    assert line.full()
+    chunk_ran = threading.Event()
+
+    def chunk_turn() -> None:
+        with line.queued_turn():
+            chunk_ran.set()
+
+    chunk = threading.Thread(target=chunk_turn)
+    chunk.start()
+    assert not chunk_ran.wait(0.3)  # it waits for the question's turn to end
+    release.set()
+    asker.join(10)
+    assert chunk_ran.wait(10)  # then it runs, never refused
+    chunk.join(10)

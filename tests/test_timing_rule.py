@@ -1,12 +1,15 @@
-"""Issue 41's timing rule, the same in every interface: every variant warmed up before any is timed, the
-variants timed in turns, rounds under a time budget, the median of k runs with k reported, one speedup
-ratio, sizes that say "same size", and a summary that crowns only a variant that answered. Tiny models."""
+"""The timing rule, the same in every interface (issues 41 and 68): every variant answers once, the fastest
+first, warmed up unless its first run is long enough to time; the variants timed in turns within a budget the
+slowest give up first, so a call's model time stays within the budget plus one run per variant; the caps on what
+a request may ask; the median of k runs with k reported, one speedup ratio, sizes that say "same size", and a
+summary that crowns only a variant that answered. Tiny models, one made slow by a wrapper that sleeps."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -17,9 +20,10 @@ from fastapi.testclient import TestClient
 from ui.ask import make_answer_api, make_ask
 from ui.cards import card_html, size_words, speed_words, summary_html
 from ui.charts import latency_figure
-from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, TimingRule, same_size, size_ratio, speedup, spread
+from variants.answering.timing import SERVED, TimingRule, same_size, size_ratio, speedup, spread
 from variants.cli import ask_main
 from variants.serving.http import create_app
+from variants.serving.limits import MAX_BUDGET_S, MAX_RUNS, request_rule
 from variants.serving.outcome import VariantResult, busy_words
 
 HEADLINE = ["baseline", "pruned", "pruned-onnx-opt-int8"]
@@ -30,8 +34,11 @@ def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path):
     return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
 
 
-def record_calls(engine, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> list[str]:
-    """The order in which the variants' models run (one entry per model call)."""
+def record_calls(
+    engine, monkeypatch: pytest.MonkeyPatch, names: list[str], sleep: dict[str, float] | None = None
+) -> list[str]:
+    """The order in which the variants' models run (one entry per model call); ``sleep`` makes a variant slow
+    (seconds added to each of its calls)."""
     calls: list[str] = []
     for name in names:
         model = engine.variants[name].model
@@ -39,6 +46,7 @@ def record_calls(engine, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> l
 
         def run(inputs, name=name, original=original):
             calls.append(name)
+            time.sleep((sleep or {}).get(name, 0.0))
             return original(inputs)
 
         monkeypatch.setattr(model, "run", run)
@@ -48,13 +56,12 @@ def record_calls(engine, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> l
 # --- the rule on its own ------------------------------------------------------------------------------
 
 
-def test_rounds_at_least_one_at_most_runs_and_only_while_the_next_fits_the_budget() -> None:
+def test_a_run_starts_only_if_it_ends_within_the_budget_and_a_long_first_run_counts() -> None:
     rule = TimingRule(runs=5, budget_s=10.0)
-    assert rule.another_round(0, elapsed_s=60.0, last_round_s=30.0)  # one timed round always
-    assert rule.another_round(2, elapsed_s=6.0, last_round_s=4.0)  # ends at 10 s: fits
-    assert not rule.another_round(2, elapsed_s=6.1, last_round_s=4.0)
-    assert not rule.another_round(5, elapsed_s=0.1, last_round_s=0.01)  # k never above runs
-    assert TimingRule(runs=5, budget_s=None).another_round(4, 1e6, 1e6)
+    assert rule.fits(6.0, 4.0) and not rule.fits(6.1, 4.0)
+    assert TimingRule(runs=5, budget_s=None).fits(1e6, 1e6)
+    assert not rule.counts_first(999.0) and rule.counts_first(1001.0)  # over a second: no separate warm-up
+    assert SERVED.counts_first(1.0)  # no warm-up at all: the first run is the timed one
     assert rule.settle(10.0) and not rule.settle(500.0) and not rule.settle(None)
     with pytest.raises(ValueError, match="repeats"):
         TimingRule(runs=0)
@@ -62,11 +69,32 @@ def test_rounds_at_least_one_at_most_runs_and_only_while_the_next_fits_the_budge
         TimingRule(budget_s=0)
 
 
-def test_the_rule_says_what_was_done() -> None:
-    assert TimingRule(runs=5, budget_s=10).describe(5) == "5 timed runs, after one untimed warm-up run each"
-    cut = TimingRule(runs=5, budget_s=10).describe(3)
-    assert cut.startswith("3 timed runs (5 asked; the 10 s time budget allowed 3)")
+def test_the_rule_says_what_was_done_and_why_fewer() -> None:
+    rule = TimingRule(runs=5, budget_s=10)
+    assert rule.describe(5) == "5 timed runs, after one untimed warm-up run"
+    cut = rule.describe(3, gave_up=True)
+    assert cut == (
+        "3 timed runs, after one untimed warm-up run; 5 asked, but the next would have ended past the 10 s time "
+        "budget the variants share"
+    )
+    assert "long passage" not in cut
+    assert rule.describe(2, first_counted=True).startswith(
+        "2 timed runs, the first without a warm-up (it took over 1 s"
+    )
+    assert rule.describe(1, first_counted=True, gave_up=True).startswith("1 timed run, its first run, not warmed up; 5")
     assert SERVED.describe(1) == "1 timed run"
+
+
+def test_requests_are_capped_and_no_budget_is_unbounded() -> None:
+    capped = request_rule(100, 0)
+    assert (capped.runs, capped.budget_s) == (MAX_RUNS, MAX_BUDGET_S)
+    assert "runs capped at 20 (100 asked)" in capped.note and "30 s cap (no limit asked)" in capped.note
+    assert request_rule(3, 1e9).budget_s == MAX_BUDGET_S and request_rule(3, float("inf")).budget_s == MAX_BUDGET_S
+    assert request_rule(3, None).budget_s == MAX_BUDGET_S and request_rule(5, 12.0) == TimingRule(runs=5, budget_s=12)
+    assert request_rule(1, 0, warmup=False) == SERVED  # one run as served: nothing to cap
+    for runs, budget in ((0, 12.0), (3, -1.0), (3, float("nan"))):
+        with pytest.raises(ValueError):
+            request_rule(runs, budget)
 
 
 def test_one_ratio_and_plain_sizes() -> None:
@@ -84,40 +112,103 @@ def test_one_ratio_and_plain_sizes() -> None:
 # --- the engine ----------------------------------------------------------------------------------------
 
 
-def test_every_variant_is_warmed_up_before_any_is_timed_then_they_take_turns(engine, monkeypatch) -> None:
+def test_every_variant_answers_once_fastest_first_then_they_take_turns(engine, monkeypatch) -> None:
     calls = record_calls(engine, monkeypatch, HEADLINE)
+    order = engine.run_order(HEADLINE)
     rule = TimingRule(runs=3, budget_s=None, settle_below_ms=0)  # no settle runs: one call per turn
     results = engine.ask(QUESTION, CONTEXT, HEADLINE, rule=rule)
-    assert calls == HEADLINE * 4  # one untimed round, then three timed ones in turns
+    assert sorted(order) == sorted(HEADLINE) and calls[:3] == order  # each answers once, in the order foreseen
+    turns = calls[3:6]  # then three timed rounds in turns, fastest first by this question's first runs
+    assert sorted(turns) == sorted(HEADLINE) and calls[3:] == turns * 3
+    assert [r.variant for r in results] == HEADLINE  # answered fastest first, listed in chain order
     for r in results:
         assert r.timed_runs == len(r.latency_runs) == 3 and r.runs_asked == 3 and not r.pending
         assert (r.latency_ms, r.latency_min_ms, r.latency_max_ms) == spread(r.latency_runs)
         assert r.speedup == pytest.approx(speedup(results[0].latency_ms, r.latency_ms))
-        assert r.timing == "3 timed runs, after one untimed warm-up run each"
+        assert r.timing == "3 timed runs, after one untimed warm-up run" and not r.first_timed and not r.budget_cut
 
 
-def test_short_runs_settle_at_the_start_of_each_turn(engine, monkeypatch) -> None:
+def test_the_fastest_answer_first_by_size_then_by_the_last_question(engine, monkeypatch) -> None:
+    monkeypatch.setattr(engine, "_paces", {})  # nothing answered yet: the smaller model first
+    sizes = {n: engine.variants[n].model.size_bytes for n in HEADLINE}
+    assert engine.run_order(HEADLINE) == sorted(HEADLINE, key=lambda n: sizes[n])
+    assert engine.run_order(HEADLINE)[-1] == "baseline"  # the largest
+    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={"pruned-onnx-opt-int8": 0.5})
+    engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=1, budget_s=None, settle_below_ms=0))
+    assert engine.run_order(HEADLINE)[-1] == "pruned-onnx-opt-int8"  # the slowest on the last question: last now
+    calls.clear()
+    steps = engine.ask_stream(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=1, budget_s=None))
+    first = next(steps)
+    assert list(first.results) == [calls[0]] and calls[0] != "pruned-onnx-opt-int8"  # the first card: a fast one
+    list(steps)
+
+
+def test_the_budget_bounds_the_call_and_the_slowest_give_up_first(engine, monkeypatch) -> None:
+    slow, budget = "baseline", 3.0  # room for a few of the slow one's runs even on a loaded machine
+    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={slow: 0.5})
+    runs: dict[str, list[float]] = {n: [] for n in HEADLINE}
+    for name in HEADLINE:  # each model call's own duration
+        timed = engine.variants[name].model.run
+
+        def run(inputs, name=name, timed=timed):
+            started = time.perf_counter()
+            out = timed(inputs)
+            runs[name].append(time.perf_counter() - started)
+            return out
+
+        monkeypatch.setattr(engine.variants[name].model, "run", run)
+    started = time.perf_counter()
+    results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=5, budget_s=budget))}
+    took = time.perf_counter() - started
+    assert took <= budget + sum(max(runs[n]) for n in HEADLINE) + 0.5  # the budget plus one run per variant (+ slack)
+    assert sum(map(sum, runs.values())) <= took
+    cut = results[slow]
+    assert cut.budget_cut and 1 <= cut.timed_runs < 5 and not cut.first_timed  # 0.5 s: still warmed up
+    assert calls.count(slow) == cut.timed_runs + 1
+    assert all(results[n].timed_runs >= cut.timed_runs for n in HEADLINE)  # the fast ones kept theirs longer
+    assert "5 asked, but the next would have ended past the 3 s time budget the variants share" in cut.timing
+    card = card_html(engine.variants[slow], cut, CONTEXT, "done", cut)
+    assert (
+        "the 3 s time budget the variants share" in html.unescape(card) and "takes longer per run" not in card
+    )  # the old, wrong reason
+
+
+def test_a_long_first_run_is_timed_not_repeated_as_a_warm_up(engine, monkeypatch) -> None:
+    slow = "pruned"
+    calls = record_calls(engine, monkeypatch, HEADLINE, sleep={slow: 0.15})
+    rule = TimingRule(runs=2, budget_s=None, count_first_above_ms=100)  # 0.15 s counts as "long" here
+    results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT, HEADLINE, rule=rule)}
+    assert results[slow].first_timed and results[slow].timed_runs == 2 and calls.count(slow) == 2
+    assert "the first without a warm-up" in results[slow].timing
+    assert "the first without a warm-up" in html.unescape(
+        card_html(engine.variants[slow], results[slow], CONTEXT, "done", results["baseline"])
+    )
+    assert not results["baseline"].first_timed and calls.count("baseline") > 2  # warm-up and settle runs
+
+
+def test_a_spent_budget_leaves_each_variant_one_answer_timed_by_its_first_run(engine, monkeypatch) -> None:
     calls = record_calls(engine, monkeypatch, HEADLINE)
-    engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=2, budget_s=None, settle_below_ms=1e9))
-    turn = [name for name in HEADLINE for _ in range(2)]  # an untimed run, then the timed one
-    assert calls == HEADLINE + turn * 2
-
-
-def test_a_tight_budget_gives_every_variant_the_same_fewer_runs(engine) -> None:
     results = engine.ask(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=5, budget_s=1e-6))
-    assert {r.timed_runs for r in results} == {1}
-    assert all(r.timing.startswith("1 timed run (5 asked; the 1e-06 s time budget allowed 1)") for r in results)
-    loaded = engine.variants["pruned"]
-    card = card_html(loaded, results[1], CONTEXT, "done", results[0])
-    assert "1 timed run, not 5: what fitted in the time limit of 1e-06 s" in card and "one run" in card
+    assert sorted(calls) == sorted(HEADLINE)  # one run each: the answer, which times it too
+    assert all(r.timed_runs == 1 and r.first_timed and r.budget_cut and r.answer for r in results)
+    assert all(r.timing.startswith("1 timed run, its first run, not warmed up; 5 asked") for r in results)
+    card = html.unescape(card_html(engine.variants["pruned"], results[1], CONTEXT, "done", results[0]))
+    assert "1 timed run, its first run, not warmed up; 5 asked, but the next would have ended past" in card
+    assert "one run" in card and "takes longer per run" not in card
+    text = html.unescape(summary_html(engine, HEADLINE, {r.variant: r for r in results}, running=False))
+    assert (
+        "each from its first run (no warm-up); fewer than the 5 asked for every variant, as the 1e-06 s time " in text
+    )
 
 
 def test_the_stream_shows_answers_first_then_rounds(engine) -> None:
+    order = engine.run_order(HEADLINE)
     steps = list(engine.ask_stream(QUESTION, CONTEXT, HEADLINE, rule=TimingRule(runs=2, budget_s=None)))
     assert [p.phase for p in steps] == ["answering"] * 3 + ["timing"] * 2 + ["done"]
     first = steps[0].results
-    assert list(first) == ["baseline"] and first["baseline"].pending and first["baseline"].latency_ms is None
-    assert first["baseline"].answer == CONTEXT[first["baseline"].start : first["baseline"].end]
+    assert list(first) == [order[0]] and first[order[0]].pending and first[order[0]].latency_ms is None
+    assert first[order[0]].answer == CONTEXT[first[order[0]].start : first[order[0]].end]
+    assert list(steps[-1].results) == HEADLINE  # baseline first, in chain order
     final = steps[-1].results
     assert not any(r.pending for r in final.values()) and all(r.timed_runs == 2 for r in final.values())
 
@@ -141,7 +232,7 @@ def test_cli_reports_k_and_takes_a_budget(engine, tiny_qa_dir, tiny_pruned_dir, 
     assert ask_main([*argv, "--question", QUESTION, "--repeats", "2"]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 2 and all("over 2 runs" in line for line in out.splitlines())
-    assert "latency: 2 timed runs, after one untimed warm-up run each" in err
+    assert "latency: 2 timed runs, after one untimed warm-up run" in err and "the fastest first" in err
     with pytest.raises(SystemExit):
         ask_main([*argv, "--question", QUESTION, "--budget", "-1"])
     assert "must be 0 or more" in capsys.readouterr().err
@@ -158,10 +249,21 @@ def test_answer_api_and_v1_route_follow_the_rule(engine) -> None:
     body = client.post("/v1/answer", json=asked).json()
     assert body["timed_runs"] == 3 and body["latency_min_ms"] <= body["latency_ms"] <= body["latency_max_ms"]
     assert client.post("/v1/answer", json={**asked, "runs": 0}).status_code == 422
-    # one cap on the runs a request may ask for, in both APIs: no call holds every variant for long
-    assert client.post("/v1/answer", json={**asked, "runs": MAX_REQUEST_RUNS + 1}).status_code == 422
-    with pytest.raises(gr.Error, match=f"at most {MAX_REQUEST_RUNS}"):
-        make_answer_api(engine)(CONTEXT, QUESTION, None, MAX_REQUEST_RUNS + 1, 0)
+    assert client.post("/v1/answer", json={**asked, "budget_s": -1}).status_code == 422
+    with pytest.raises(gr.Error, match="at least 1"):
+        make_answer_api(engine)(CONTEXT, QUESTION, None, 0, 12)
+
+
+def test_every_caller_is_capped(engine) -> None:
+    """runs=100, budget_s=0 (issue 69 A1) through /answer, POST /v1/answer and the Ask tab: capped, and said."""
+    rows = make_answer_api(engine)(CONTEXT, QUESTION, None, 100, 0)
+    assert {(r["runs_asked"], r["budget_s"]) for r in rows} == {(MAX_RUNS, MAX_BUDGET_S)}
+    assert all(r["timed_runs"] <= MAX_RUNS and "runs capped at 20 (100 asked)" in r["timing"] for r in rows)
+    asked = {"question": QUESTION, "context": CONTEXT, "variant": "pruned", "runs": 100, "budget_s": 0, "warmup": True}
+    body = TestClient(create_app(engine)).post("/v1/answer", json=asked).json()
+    assert body["timed_runs"] <= MAX_RUNS and "runs capped at 20 (100 asked)" in body["timing"]
+    *_, (_cards, _summary, _chart, last) = make_ask(engine)(CONTEXT, QUESTION, [], "pipeline", 0.0, 100)
+    assert {(r.runs_asked, r.budget_s) for r in last["results"].values()} == {(MAX_RUNS, 12.0)}
 
 
 def test_ask_tab_leaves_out_what_is_ticked(engine) -> None:
@@ -207,7 +309,13 @@ def test_summary_while_timing_and_with_k(engine) -> None:
     pending = {n: VariantResult(n, n, answer="paris", pending=True, runs_asked=5) for n in HEADLINE}
     assert "round 1 of at most 5" in summary_html(engine, HEADLINE, pending, running=True)
     done = {n: result(n, ms) for n, ms in zip(HEADLINE, (10.0, 5.0, 2.0), strict=True)}
-    for r in done.values():
-        r.timing = "3 timed runs (5 asked; the 10 s time budget allowed 3), after one untimed warm-up run each"
+    for r, k in zip(done.values(), (3, 5, 5), strict=True):
+        r.timed_runs, r.runs_asked, r.budget_s, r.budget_cut = k, 5, 10.0, k < 5
+        r.timing = TimingRule(runs=5, budget_s=10).describe(k, gave_up=k < 5)
     text = html.unescape(summary_html(engine, HEADLINE, done, running=False))
-    assert "Latency: 3 timed runs (5 asked; the 10 s time budget allowed 3)" in text and "in turns" in text
+    assert (
+        "Latency: 3–5 timed runs each, in turns, the fastest first, after one untimed warm-up run; fewer than the "
+        in text
+    )
+    assert "5 asked for the slowest, " in text
+    assert "as the 10 s time budget ran out (the cards say so)." in text

@@ -10,12 +10,13 @@ from pathlib import Path
 import gradio as gr
 
 from variants.answering.qa import InputError, parse_null_threshold
-from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS, TimingRule, request_rule
+from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS
 from variants.building import custom
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
 from variants.serving.guard import ModelLine, Refused
+from variants.serving.limits import MAX_RUNS, request_rule
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
@@ -104,7 +105,7 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
             latency_figure(engine, names, results),
             last,
         )
-        timing = TimingRule(runs=int(runs), budget_s=DEFAULT_BUDGET_S)
+        timing = request_rule(int(runs), DEFAULT_BUDGET_S)  # the slider stays inside the cap; a crafted call too
         try:
             threshold = null_threshold(rule, margin)
             with line.turn(claim=True) if line else nullcontext():
@@ -197,12 +198,15 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
 
         `null_threshold` says when to answer "no answer": left out, transformers' pipeline rule (0, the
         default everywhere); "calibrated", each model's threshold tuned on SQuAD v2; or a number.
-        Timing: every variant answers once untimed, then they take turns, one timed run each per round,
-        for at most `runs` rounds (default 5, at most 100) while the next round fits in `budget_s` seconds for
-        the whole call (default 12; empty or 0: no limit), and at least one.
+        Timing: every variant answers once, the fastest first (that run is an untimed warm-up unless it took
+        over a second: then it is the first timed run); then they take turns, one timed run each per round, up
+        to `runs` each (default 5, capped at 20), and a variant gives up its next run when it would end
+        past `budget_s` seconds from the call's start (default 12, capped at 30; empty or 0: the
+        cap), the slowest first; a variant left without a timed run is timed by its first run.
         Returns one dict per variant (baseline first) with the fields variant, label, answer, score,
         latency_ms (the median of the timed runs), latency_runs, latency_min_ms, latency_max_ms, timed_runs
-        (k), runs_asked, budget_s, timing (what was done, in words), null_threshold, device, provider, dtype,
+        (k), runs_asked, budget_s, first_timed (its first run is among the k), budget_cut (the budget cut its
+        runs), timing (what was done, in words), null_threshold, device, provider, dtype,
         start, end, null_score, guess, guess_start, guess_end, guess_score, size_mb, parameters, speedup
         (baseline median / this median), latency_only, pending and error; cpu_runs and wait_runs (the process's
         CPU time during each timed run and how long its threads waited for a CPU, ms), stretch (the median run's
@@ -348,12 +352,12 @@ def ask_tab(
             )
             runs = gr.Slider(
                 1,
-                20,
+                MAX_RUNS,
                 value=DEFAULT_RUNS,
                 step=1,
                 label="Timed runs per variant (at most)",
-                info=f"Every variant answers once untimed, then they take turns. Long passages get fewer runs, "
-                f"to finish within about {DEFAULT_BUDGET_S:g} s; the cards show the median and the spread.",
+                info=f"Every variant answers once, the fastest first, then they take turns; the slowest give up "
+                f"runs first, to finish within about {DEFAULT_BUDGET_S:g} s. The cards show the median and the spread.",
             )
             leave_out = gr.CheckboxGroup(
                 [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if v.spec.headline],

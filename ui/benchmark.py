@@ -7,7 +7,9 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -18,6 +20,7 @@ from variants.core.squad import load_squad_json
 from variants.records import results
 from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_column, record_view
 from variants.serving.engine import Engine
+from variants.serving.guard import ModelLine, Refused
 
 from .bench_details import (
     LONG_COLUMNS,
@@ -41,6 +44,7 @@ from .cost_view import (
 from .cost_view import usd_per_hour as read_price
 from .gpu_view import gpu_section, newest_gpu_bench
 from .headline import headline_html
+from .questions import Runs, status_html
 from .record_choice import (
     choices_for,
     find_record,
@@ -226,6 +230,8 @@ def record_header(
             else ""
         ),
     ]
+    if record.data.get("stopped"):  # a quick run stopped early: its numbers are on the questions it finished
+        lines.append(esc(f"Stopped after {count(record.n_questions)} of {count(record.data.get('n_total'))} questions"))
     if measured == "Accuracy":
         lines.append(view_sentence(record, frame, view))
     if random_weights:
@@ -243,13 +249,6 @@ def record_header(
         else ""
     )
     return warn + headline + '<div class="qa-record">' + "<br>".join(lines) + "</div>"
-
-
-SCROLL_TO_HEADER = """(...inputs) => {
-  const target = document.getElementById('bench-header');
-  if (target && target.getBoundingClientRect().top < 0) target.scrollIntoView({behavior: 'smooth', block: 'start'});
-  return inputs;
-}"""
 
 
 def busy_note(record: Record) -> str:
@@ -372,28 +371,67 @@ def _record_outputs(
     )
 
 
-# What runs a quick benchmark: (engine, questions, how many, progress(fraction, message)) -> a record.
-# app.py hands in variants.benchmarking.quick.quick_benchmark: the UI imports no benchmarking code.
-QuickBenchmark = Callable[..., Record]
+# What starts a quick benchmark: (engine, questions, how many) -> a run to step chunk by chunk (step, stop,
+# finished, record, position, total, seconds). app.py hands in variants.benchmarking.quick.QuickRun: the UI imports
+# no benchmarking code. The run goes as the Your questions tab's does, each chunk its own event in the model queue
+# (its Runs registry and status line, ui.questions), so a question asked on the Ask tab meanwhile waits for one
+# chunk, not for the whole run.
+QuickStart = Callable[..., Any]
+QUICK_SHOWN = 10  # the values select_outputs gives: what a chunk that changes nothing skips
 
 
-def make_quick_benchmark(
-    engine: Engine, sample_file: Path, run_quick: QuickBenchmark, stored: list[Record] | None = None
-) -> Callable:
-    """Run a quick benchmark and add it beside the stored records (never instead of them), selected."""
+def make_quick_handlers(
+    engine: Engine,
+    sample_file: Path,
+    start: QuickStart,
+    runs: Runs,
+    stored: list[Record] | None = None,
+    line: ModelLine | None = None,
+) -> dict[str, Callable]:
+    """Start a quick benchmark, run it one chunk per call, stop it; when it ends, its record is added beside the
+    stored records (never instead of them), selected. Each chunk takes a turn in ``line`` (the models' line of the
+    Ask tab and ``/answer``), so it never runs beside their questions."""
 
-    def quick(n: float, view: str, quick_runs: list[Record], older: bool = False, progress=gr.Progress()) -> tuple:
-        examples = load_squad_json(sample_file)
-        progress(0.0, desc="Starting")
+    def begin(n: float, tick: int, request: gr.Request) -> tuple:
         try:
-            record = run_quick(engine, examples, int(n), progress=lambda f, msg: progress(f, desc=msg))
-        except ValueError as exc:  # e.g. variants answered by a backend: the reason, on the page
+            run = start(engine, load_squad_json(sample_file), int(n))
+            runs.start(request.session_hash or "", run)
+        except (ValueError, Refused) as exc:  # variants answered by a backend, a run already going: the reason
             raise gr.Error(str(exc)) from None
+        return quick_status(run), (tick or 0) + 1  # the counter's change runs the first chunk
+
+    def quick_step(tick: int, view: str, quick_runs: list[Record], older: bool, request: gr.Request) -> tuple:
+        key = request.session_hash or ""
+        run, unchanged = runs.get(key), (gr.skip(),) * (QUICK_SHOWN + 2)
+        if run is None:
+            return *unchanged, gr.skip(), gr.skip()
+        with line.queued_turn() if line else nullcontext():
+            run.step()
+        if not run.finished:
+            return *unchanged, quick_status(run), tick + 1
+        runs.end(key)
+        if not run.position:  # stopped before every variant answered one question: no record
+            return *unchanged, quick_status(run), gr.skip()
+        record = run.record()
         quick_runs = [*(quick_runs or []), record]
         choices = gr.Dropdown(choices=choices_for(stored or [], quick_runs, older), value=record_key(record))
-        return (*select_outputs(record, "", view), quick_runs, choices)
+        return *select_outputs(record, "", view), quick_runs, choices, quick_status(run), gr.skip()  # the loop ends
 
-    return quick
+    def stop(request: gr.Request) -> None:
+        run = runs.get(request.session_hash or "")
+        if run is not None:
+            run.stop("stopped")
+
+    return {"begin": begin, "step": quick_step, "stop": stop}
+
+
+def quick_status(run: Any | None) -> str:
+    """Where a quick benchmark stands (the Your questions tab's status line); once it ends, where its numbers are."""
+    html = status_html(run, "", bar_id="bench-progress") if run is not None else ""
+    if run is not None and run.finished:
+        where = "the numbers above are theirs" if run.position else "nothing to show"
+        html += f'<div class="qa-muted">{esc("Quick benchmark: " + where + ".")}</div>'
+    return html
 
 
 def select_outputs(record: Record | None, note: str, view: str, price=None, key: str | None = None) -> tuple:
@@ -415,8 +453,9 @@ def benchmark_tab(
     results_dir: Path | None,
     group: dict,
     sample_file: Path,
-    run_quick: QuickBenchmark,
+    start_quick: QuickStart,
     make_report: MakeReport | None = None,
+    line: ModelLine | None = None,
 ):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
@@ -487,6 +526,7 @@ def benchmark_tab(
     with gr.Row(equal_height=True):
         n = gr.Slider(10, 200, value=QUICK_DEFAULT, step=10, label="Questions for a quick benchmark", scale=3)
         run = gr.Button("Run quick benchmark", variant="primary", scale=1)
+        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="bench-stop")
         download = gr.DownloadButton("Download CSV", value=csv0, interactive=csv0 is not None, scale=1)
     if make_report is not None:
         with gr.Row(equal_height=True):
@@ -494,10 +534,12 @@ def benchmark_tab(
             report_file = gr.DownloadButton(
                 "Download a report (HTML)", interactive=False, scale=1, elem_id="bench-report"
             )
+    quick_state = html_block("", elem_id="bench-quick-status")
     gr.Markdown(
         "Stored records come from `python -m variants bench` (the full sample, hundreds of timed runs, sweeps). "
         "A quick benchmark runs here and now on N questions drawn at random from the SQuAD v2 sample, at batch 1; "
-        "it is added to the list above, not saved, and waits in the same model queue as the Ask tab. At 50 "
+        "it is added to the list above, not saved, and runs in short chunks in the same model queue as the Ask tab, "
+        "so questions asked meanwhile are answered between them; Stop keeps what is measured. At 50 "
         "questions an F1 is only known to about ±14 points. EM and F1 are percentages; latency is per question "
         "(tokenize, every window, decode)."
     )
@@ -548,17 +590,18 @@ def benchmark_tab(
         changed = [choice.change, view.change, price.change]
         gr.on(changed, stale, None, report_file, queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
-    run.click(
-        make_quick_benchmark(engine, sample_file, run_quick, stored),
-        [n, view, quick_runs, older],
-        [*shown, quick_runs, choice],
-        show_progress_on=[header],
-        # its progress shows on the header, far above the button on a phone: bring it into view first (a separate
-        # js-only event on this button moved the Ask tab's scroll to the results, measured in test_browser)
-        js=SCROLL_TO_HEADER,
+    handlers = make_quick_handlers(engine, sample_file, start_quick, Runs(), stored, line)
+    tick = gr.Number(0, visible=False, elem_id="bench-tick")
+    run.click(handlers["begin"], [n, tick], [quick_state, tick], api_visibility="private", concurrency_id="bench-start")
+    tick.change(
+        handlers["step"],
+        [tick, view, quick_runs, older],
+        [*shown, quick_runs, choice, quick_state, tick],
         api_visibility="private",
+        show_progress="hidden",
         **group,
     )
+    stop.click(handlers["stop"], None, None, queue=False, api_visibility="private")
     # the newest GPU record, and the preset's bench on a GPU (the main view above shows it when the app runs
     # on one), read once: no events
     gpu_section(Path(results_dir) / "gpu" if results_dir else None, newest_gpu_bench(stored, engine.preset))

@@ -33,9 +33,9 @@ LATENCY_ONLY_TIP = (
     "its speed is the real model's, its answers mean nothing."
 )
 LATENCY_TIP = (
-    "Median of {runs} timed runs after one untimed warm-up run; the range is the fastest and the slowest run. "
-    "Every variant is warmed up before any is timed, and they take turns, one run each per round. "
-    "Speedups compare medians."
+    "Median of {runs} timed runs; the range is the fastest and the slowest run. The variants answer the fastest "
+    "first, each once untimed as a warm-up (a first run over a second is timed instead), then they take turns, one "
+    "run each per round, within a time budget they share. Speedups compare medians."
 )
 SPEED_TIP = "Baseline median ÷ this median: above 1 is faster, below 1 slower."
 CONFIDENCE_TIP = (
@@ -193,15 +193,13 @@ def _metrics_block(result: VariantResult, baseline: VariantResult | None) -> str
 
 
 def _timing_note(result: VariantResult) -> str:
-    """When the time budget allowed fewer timed runs than asked, the card says how many were done."""
-    if result.pending or not result.timed_runs or result.timed_runs >= result.runs_asked:
+    """When the time budget cut this variant's timed runs short, or its first run is among them (no warm-up), the
+    card says so, in the timing rule's words (:meth:`~variants.answering.timing.TimingRule.describe`)."""
+    cut = result.budget_cut and result.timed_runs < result.runs_asked
+    if result.pending or not result.timing or not (cut or result.first_timed):
         return ""
-    budget = f" of {result.budget_s:g} s" if result.budget_s else ""
-    runs = f"{result.timed_runs} timed run{'s' if result.timed_runs != 1 else ''}"
-    return (
-        f'<div class="qa-note qa-runs-note" title="{esc(result.timing)}">{runs}, not {result.runs_asked}: '
-        f"what fitted in the time limit{esc(budget)} (a long passage takes longer per run)</div>"
-    )
+    text = result.timing[0].upper() + result.timing[1:] + "."
+    return f'<div class="qa-note qa-runs-note">{esc(text)}</div>'
 
 
 def _busy_note(result: VariantResult) -> str:
@@ -313,10 +311,28 @@ def _summary_line(names: list[str], results: dict[str, VariantResult], running: 
 
 
 def _timing_line(ok: list[VariantResult]) -> str:
-    """What the timing did, when the engine said, e.g. "Latency: 3 timed runs (5 asked; the 12 s time budget
-    allowed 3), after one untimed warm-up run each, in turns." """
-    note = next((r.timing for r in ok if r.timing), "")
-    return f'<br><span class="qa-muted">Latency: {esc(note)}, in turns.</span>' if note else ""
+    """What the timing did, e.g. "Latency: 2–5 timed runs each, in turns, the fastest first, after one untimed
+    warm-up run; fewer than the 5 asked for the slowest, as the 12 s time budget ran out (the cards say so)." """
+    timed = [r for r in ok if r.timing]
+    if not timed:
+        return ""
+    counts = sorted({r.timed_runs for r in timed})
+    k = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    text = f"Latency: {k} timed run{'s' if counts[-1] != 1 else ''} each, in turns, the fastest first"
+    first = [r for r in timed if r.first_timed]  # timed from their first run: long enough, or no room for more
+    if not first:
+        text += ", after one untimed warm-up run"
+    elif len(first) < len(timed):
+        text += f", after one untimed warm-up run ({len(first)} of {len(timed)} timed from their first run instead)"
+    else:
+        text += ", each from its first run (no warm-up)"
+    if cut := [r for r in timed if r.budget_cut and r.timed_runs < r.runs_asked]:
+        asked, budget = max(r.runs_asked for r in cut), max(r.budget_s or 0 for r in cut)
+        who = (
+            "every variant" if len(cut) == len(timed) else "the slowest" if len(cut) == 1 else f"the {len(cut)} slowest"
+        )
+        text += f"; fewer than the {asked} asked for {who}, as the {budget:g} s time budget ran out (the cards say so)"
+    return f'<br><span class="qa-muted">{esc(text)}.</span>'
 
 
 def _speed_line(ok: list[VariantResult], base: VariantResult | None) -> str:

@@ -15,6 +15,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import gradio as gr
 from variants.core.question_files import Limits, QuestionFileError, QuestionSet, parse_questions, read_questions
 from variants.records.results import records_to_frame
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
-from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, Refused, RunBook, excerpt
+from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, ModelLine, Refused, RunBook, excerpt
 
 from .charts import accuracy_figure, no_answer_floor
 from .cost_view import cost_cell, costs_by_variant, usd_per_hour
@@ -79,7 +80,8 @@ def read_input(engine: Engine, file: str | None, pasted: str) -> tuple[QuestionS
 # --- what the tab shows --------------------------------------------------------------------------------
 
 
-def status_html(run: Any | None, message: str = "", error: bool = False) -> str:
+def status_html(run: Any | None, message: str = "", error: bool = False, bar_id: str = "questions-progress") -> str:
+    """Where a run in chunks stands (this tab's, and the Benchmark tab's quick run with its own ``bar_id``)."""
     if error:
         return f'<div class="qa-notice" role="alert">{esc(message)}</div>'
     if run is None:
@@ -90,7 +92,7 @@ def status_html(run: Any | None, message: str = "", error: bool = False) -> str:
         text = f"{why.capitalize()}: {done:,} of {total:,} questions, {run.seconds:.1f} s of model time."
     else:
         text = f"{done:,} of {total:,} questions · {run.seconds:.1f} s of model time · Stop keeps what is done."
-    bar = f'<progress id="questions-progress" max="{total}" value="{done}" style="width:100%"></progress>'
+    bar = f'<progress id="{esc(bar_id)}" max="{total}" value="{done}" style="width:100%"></progress>'
     return f'<div class="qa-summary">{bar}<div>{esc(text)}</div></div>'
 
 
@@ -222,8 +224,15 @@ def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
 
 
 def make_handlers(
-    engine: Engine, start: Start, runs: Runs, make_report: Callable[[Any, Any, float | None], str] | None = None
+    engine: Engine,
+    start: Start,
+    runs: Runs,
+    make_report: Callable[[Any, Any, float | None], str] | None = None,
+    line: ModelLine | None = None,
 ) -> dict[str, Callable]:
+    """The tab's handlers; each chunk of a run takes a turn in ``line`` (the models' line that the Ask tab and
+    ``/answer`` wait in), so it never runs beside their questions."""
+
     def begin(file: str | None, pasted: str, names: list[str], tick: int, request: gr.Request) -> tuple:
         if not names:
             return status_html(None, "Pick one variant at least.", error=True), *(gr.skip(),) * 4
@@ -248,7 +257,8 @@ def make_handlers(
         run = runs.get(key)
         if run is None:
             return (gr.skip(),) * 8
-        run.step()
+        with line.queued_turn() if line else nullcontext():
+            run.step()
         status = status_html(run)
         if not run.finished:
             if time.monotonic() - shown.get(key, 0.0) < REFRESH_S:
@@ -304,7 +314,9 @@ def results(run: Any, record: Any | None = None, price: float | None = None) -> 
     return scores_html(scores, run.questions.labelled, costs), chart(run, scores, record), disagreements_html(run)
 
 
-def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) -> Callable[..., dict]:
+def make_evaluate_api(
+    engine: Engine, start: Start, runs: Runs | None = None, line: ModelLine | None = None
+) -> Callable[..., dict]:
     api_runs = runs if runs is not None else Runs()  # an empty book is falsy
 
     def evaluate(
@@ -346,8 +358,9 @@ def make_evaluate_api(engine: Engine, start: Start, runs: Runs | None = None) ->
             except (ValueError, Refused) as exc:  # a bad file (QuestionFileError), an unknown variant, too many runs
                 raise refused(str(exc), "/evaluate") from None
         until = evaluation.seconds + seconds
-        while evaluation.step() and evaluation.seconds < until:
-            pass
+        with line.queued_turn() if line else nullcontext():  # never beside the Ask tab's or /answer's questions
+            while evaluation.step() and evaluation.seconds < until:
+                pass
         out = {
             "run": run,
             "done": evaluation.finished,
@@ -392,12 +405,13 @@ def questions_tab(
     start: Start,
     runs: Runs | None = None,
     make_report: Callable[[Any, Any, float | None], str] | None = None,
+    line: ModelLine | None = None,
 ) -> None:
     """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it);
     ``runs`` the app's book of runs (shared with ``/evaluate``). ``make_report`` (run, its record, the price per
     hour or None) -> a report's path: app.py hands in ui.report.questions_report_file."""
     runs = runs if runs is not None else Runs()
-    handlers = make_handlers(engine, start, runs, make_report)
+    handlers = make_handlers(engine, start, runs, make_report, line)
     gr.Markdown(
         "Bring your own questions: every variant you pick answers each of them once, timed, and the table shows "
         "what each optimization costs on *your* data. " + limits_text(engine),

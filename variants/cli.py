@@ -221,9 +221,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
         return failed
     print("\n".join(answer_line(r) for r in results))
-    timing = next((r.timing for r in results if r.timing), "")
-    if timing:
-        print(f"latency: {timing}; every variant warmed up before any was timed, then timed in turns", file=sys.stderr)
+    timings = {r.variant: r.timing for r in results if r.timing}
+    if len(set(timings.values())) == 1:
+        print(f"latency: {next(iter(timings.values()))}", file=sys.stderr)
+    else:  # the budget cut some short, or some were not warmed up: each says so
+        print("\n".join(f"latency, {name}: {timing}" for name, timing in timings.items()), file=sys.stderr)
+    if timings:
+        print("the variants answered the fastest first, then were timed in turns", file=sys.stderr)
     return failed
 
 
@@ -280,15 +284,16 @@ def ask_main(argv: list[str]) -> int:
         "--repeats",
         type=positive_int,
         default=DEFAULT_RUNS,
-        help=f"timed runs per variant at most, after one untimed run of every variant; the variants take turns, one "
-        f"run each per round (default {DEFAULT_RUNS})",
+        help=f"timed runs per variant at most; every variant answers once first (untimed, unless that run took over "
+        f"a second), then they take turns, one run each per round (default {DEFAULT_RUNS})",
     )
     parser.add_argument(
         "--budget",
         type=seconds,
         default=DEFAULT_BUDGET_S,
-        help=f"seconds for the whole call: another round of timed runs starts only if it fits, at least one runs "
-        f"(default {DEFAULT_BUDGET_S:g}; 0: no limit, always --repeats runs)",
+        help=f"seconds for the whole call: a variant's next timed run starts only if it ends within them, so the "
+        f"slowest give up runs first; each answers once whatever the budget (default {DEFAULT_BUDGET_S:g}; 0: no "
+        "limit, always --repeats runs)",
     )
     return cmd_ask(parser.parse_args(argv))
 

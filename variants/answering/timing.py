@@ -348,8 +348,11 @@ def free_gpu() -> None:
 # --- the timing rule every interface shares -------------------------------------------------------
 
 DEFAULT_RUNS = 5  # timed runs per variant at most
-DEFAULT_BUDGET_S = 12.0  # the whole call, warm-up included: a 16,000-character passage stays under 15 s
+DEFAULT_BUDGET_S = 12.0  # model time for the whole call, timed runs after every variant's first answer
 SETTLE_BELOW_MS = 50.0  # a variant whose runs are shorter than this gets an untimed run at the start of each turn
+# A first run longer than this is timed: what a warm-up saves (caches, the thread pool waking, buffers for a new
+# length) is milliseconds, a few percent of such a run, while the warm-up would cost the whole run again.
+COUNT_FIRST_ABOVE_MS = 1000.0
 
 
 @dataclass(frozen=True)
@@ -358,15 +361,22 @@ class TimingRule:
     gradio ``/answer`` API and ``POST /v1/answer`` all go through it (:meth:`Engine.ask_stream
     <variants.serving.engine.Engine.ask_stream>`).
 
-    1. **Warm-up first.** Every variant answers once, untimed, before any is timed (its answer is shown
-       at once; the first run after loading, or after another model ran, is the slow one).
-    2. **Timed in turns.** Round after round, each variant runs once in chain order, so that load from
-       elsewhere falls on all of them alike. A variant whose runs take under ``settle_below_ms`` first
-       runs once more untimed in its turn: the first call after another backend ran is slower (up to
-       1.7x, see :func:`latency_pass`), which matters for a 10 ms run and not for a 1 s one.
-    3. **Under a budget.** Another round starts only while fewer than ``runs`` are done and, going by the
-       last round, it ends within ``budget_s`` of the call's start (warm-up included); at least one
-       round always runs. So a long passage gets fewer runs, and every variant the same number, ``k``.
+    1. **Fastest first, every variant answers once.** The variants answer in turn, the fastest first (by
+       the engine's latest measure), so the first answer shows soonest. That first run is an untimed warm-up
+       (the first run after loading, or after another model ran, is the slow one), except where it took
+       longer than ``count_first_above_ms`` (or the rule has no warm-up): then it is the first timed run, as
+       a warm-up would save little and cost a whole run. Every variant answers once, whatever the budget:
+       an answer is worth more than a timing.
+    2. **Timed in turns, within the budget.** Round after round, each variant still timing runs once, the
+       fastest first, so that load from elsewhere falls on all of them alike; a variant whose runs take
+       under ``settle_below_ms`` first runs once more untimed in its turn (the first call after another
+       backend ran is slower, up to 1.7x, see :func:`latency_pass`, which matters for a 10 ms run and not
+       for a 1 s one). A variant stops at ``runs`` timed runs, or gives them up when its next run (going by
+       the median of its runs so far) would end past ``budget_s`` from the call's start: the slowest give up
+       first. So the call's
+       model time stays within the budget plus one run per variant, whatever the passage.
+    3. **At least one timing.** A variant the budget left without a timed run is timed by its first run
+       (not warmed up, and said so).
     4. **Median of k.** Each variant's latency is the median of its k runs, with the fastest and the
        slowest as the spread (with a handful of runs, quartiles would be interpolations of two or three
        of them); the speedup is :func:`speedup` of the medians, the one place a ratio is computed.
@@ -376,6 +386,8 @@ class TimingRule:
     budget_s: float | None = DEFAULT_BUDGET_S
     warmup: bool = True
     settle_below_ms: float = SETTLE_BELOW_MS
+    count_first_above_ms: float = COUNT_FIRST_ABOVE_MS
+    note: str = ""  # what a request's limits changed, e.g. "runs capped at 20 (100 asked)"; said with the timing
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -383,25 +395,36 @@ class TimingRule:
         if self.budget_s is not None and not self.budget_s > 0:
             raise ValueError(f"the time budget must be above 0 seconds, not {self.budget_s}")
 
-    def another_round(self, done: int, elapsed_s: float, last_round_s: float) -> bool:
-        """Whether to start timed round ``done + 1``, ``elapsed_s`` into the call, the last round having
-        taken ``last_round_s``."""
-        if done < 1:
-            return True
-        if done >= self.runs:
-            return False
-        return self.budget_s is None or elapsed_s + last_round_s <= self.budget_s
+    def counts_first(self, first_ms: float) -> bool:
+        """Whether a variant's first run, which took ``first_ms``, is its first timed run (no separate warm-up)."""
+        return not self.warmup or first_ms > self.count_first_above_ms
+
+    def fits(self, elapsed_s: float, next_s: float) -> bool:
+        """Whether a timed run expected to take ``next_s``, starting ``elapsed_s`` into the call, ends within
+        the budget."""
+        return self.budget_s is None or elapsed_s + next_s <= self.budget_s
 
     def settle(self, last_ms: float | None) -> bool:
         """Whether a variant whose last run took ``last_ms`` gets an untimed run at the start of its turn."""
         return last_ms is not None and last_ms < self.settle_below_ms
 
-    def describe(self, k: int) -> str:
-        """What was done, in words, e.g. "3 timed runs (5 asked; the 12 s time budget allowed 3)"."""
+    def describe(self, k: int, *, first_counted: bool = False, gave_up: bool = False) -> str:
+        """What was done for one variant, in words, e.g. "3 timed runs, after one untimed warm-up run; 5 asked, but
+        the next would have ended past the 12 s time budget the variants share"."""
         text = f"{k} timed run{'s' if k != 1 else ''}"
-        if k < self.runs and self.budget_s is not None:
-            text += f" ({self.runs} asked; the {self.budget_s:g} s time budget allowed {k})"
-        return text + (", after one untimed warm-up run each" if self.warmup else "")
+        if self.warmup and first_counted and gave_up and k == 1:
+            text += ", its first run, not warmed up"
+        elif self.warmup and first_counted:
+            over = self.count_first_above_ms / 1000
+            text += f", the first without a warm-up (it took over {over:g} s: a warm-up adds little)"
+        elif self.warmup:
+            text += ", after one untimed warm-up run"
+        if gave_up and k < self.runs and self.budget_s is not None:
+            text += (
+                f"; {self.runs} asked, but the next would have ended past the {self.budget_s:g} s time budget "
+                "the variants share"
+            )
+        return text + (f"; {self.note}" if self.note else "")
 
 
 # --- how busy the machine was while a run was timed --------------------------------------------------
@@ -460,15 +483,6 @@ def busy(stretch_: float | None) -> bool:
 
 
 SERVED = TimingRule(runs=1, budget_s=None, warmup=False)  # one request as it is served: POST /v1/answer's default
-MAX_REQUEST_RUNS = 100  # timed runs one request from outside may ask for: it holds the models while they run
-
-
-def request_rule(runs: int, budget_s: float | None, warmup: bool = True) -> TimingRule:
-    """The timing rule a request from outside asks for (the gradio ``/answer`` API, ``POST /v1/answer``), or
-    ``ValueError``: at most :data:`MAX_REQUEST_RUNS` runs, so that no call holds every variant for long."""
-    if runs > MAX_REQUEST_RUNS:
-        raise ValueError(f"runs must be at most {MAX_REQUEST_RUNS}, not {runs}")
-    return TimingRule(runs=runs, budget_s=budget_s, warmup=warmup)
 
 
 def speedup(baseline_ms: float | None, ms: float | None) -> float | None:

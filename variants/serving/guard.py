@@ -156,6 +156,18 @@ class ModelLine:
         finally:
             self._end_turn(started)
 
+    @contextmanager
+    def queued_turn(self) -> Iterator[None]:
+        """A turn for work that already waited in the page's own model queue (a chunk of a long run): it waits for
+        the models like any request in this line, so it never runs beside one, but it is never refused (its run
+        was admitted when it started) and is not counted as waiting."""
+        self._turns.acquire()
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._end_turn(started)
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread once its turn comes; refused at once when the line is full."""
         self._admit()
@@ -200,25 +212,27 @@ class RunBook:
         self._lock = threading.Lock()
 
     def _prune(self, now: float) -> None:
+        """Drop the runs nobody asked for in ``idle_s`` or older than ``life_s``. A finished (or stopped) run stays
+        until its owner reads it (:meth:`end`), so its results are shown, but no longer counts as going."""
         self._runs = {
-            k: r
-            for k, r in self._runs.items()
-            if now - r.seen < self.idle_s and now - r.started < self.life_s and not getattr(r.run, "finished", False)
+            k: r for k, r in self._runs.items() if now - r.seen < self.idle_s and now - r.started < self.life_s
         }
+
+    def _going(self) -> dict[str, Run]:
+        return {k: r for k, r in self._runs.items() if not getattr(r.run, "finished", False)}
 
     def start(self, owner: str, run: Any) -> str:
         """Book ``run`` for ``owner`` and return its id; :class:`Refused` if this owner, or too many, run one."""
         with self._lock:
             now = time.monotonic()
             self._prune(now)
-            if owner in self._runs:
+            going = self._going()
+            if owner in going:
                 raise Refused("Your run is still going: stop it, or wait for it to finish, before starting another.")
-            if len(self._runs) >= self.max_runs:
-                free = min(
-                    min(self.life_s - (now - r.started), self.idle_s - (now - r.seen)) for r in self._runs.values()
-                )
+            if len(going) >= self.max_runs:
+                free = min(min(self.life_s - (now - r.started), self.idle_s - (now - r.seen)) for r in going.values())
                 raise Refused(
-                    f"{len(self._runs)} runs are going on this app already, as many as it takes at once; try again "
+                    f"{len(going)} runs are going on this app already, as many as it takes at once; try again "
                     f"in {wait_words(max(free, 30.0))} at most.",
                     429,
                     max(1, math.ceil(free)),
@@ -245,6 +259,7 @@ class RunBook:
                 del self._runs[owner]
 
     def __len__(self) -> int:
+        """The runs going now (a finished run waiting to be read does not count)."""
         with self._lock:
             self._prune(time.monotonic())
-            return len(self._runs)
+            return len(self._going())

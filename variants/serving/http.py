@@ -7,7 +7,8 @@ one variant through the engine (the one decoding path) and returns its answer an
 It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
 warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
 served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
-for the Ask tab's timing instead. One request at a time runs on the models, as the Gradio app's default
+for the Ask tab's timing instead, within the caps every caller has (:mod:`variants.serving.limits`).
+One request at a time runs on the models, as the Gradio app's default
 concurrency does (parallel runs on a few cores would distort each other's latency); the others wait in a
 bounded line of their own (:class:`~variants.serving.guard.ModelLine`), not in the server's shared thread pool,
 and one more than it holds is refused at once with 429 and ``Retry-After``, so that the page's own routes stay
@@ -30,8 +31,9 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
-from variants.answering.timing import MAX_REQUEST_RUNS, SERVED, request_rule
+from variants.answering.timing import SERVED, TimingRule
 from variants.serving.guard import MAX_BODY_BYTES, MAX_WAITING, ModelLine, Refused, excerpt
+from variants.serving.limits import MAX_BUDGET_S, MAX_RUNS, request_rule
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -45,10 +47,13 @@ class AnswerRequest(BaseModel):
     context: str
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
     runs: int = Field(
-        SERVED.runs, ge=1, le=MAX_REQUEST_RUNS, description="timed runs at most (default 1: the request as served)"
+        SERVED.runs, ge=1, description=f"timed runs at most (default 1: the request as served; capped at {MAX_RUNS})"
     )
     budget_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="seconds for the whole call; more runs only if they fit"
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description=f"seconds of timed runs; more only if they fit (0 or none: the {MAX_BUDGET_S:g} s cap)",
     )
     warmup: bool = Field(SERVED.warmup, description="one untimed run first (default off: the request as served)")
     null_threshold: float | str | None = Field(
@@ -191,7 +196,11 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
             raise HTTPException(404, f"No variant {excerpt(name)}; loaded: {', '.join(sorted(engine.variants))}.")
         try:
             threshold = request_threshold(request)
-            result = await line.run(answer_with, name, request, threshold)
+            rule = request_rule(request.runs, request.budget_s, request.warmup)  # capped (variants.serving.limits)
+        except (InputError, ValueError) as exc:
+            raise HTTPException(422, str(exc)) from None
+        try:
+            result = await line.run(answer_with, name, request, rule, threshold)
         except InputError as exc:  # found before any model ran, or while tokenizing (a question too long)
             raise HTTPException(422, str(exc)) from None
         except Refused as exc:  # the line is full
@@ -201,9 +210,10 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
             raise HTTPException(500, result.error)
         return answer_response(result)
 
-    def answer_with(name: str, request: AnswerRequest, threshold: NullThreshold | None) -> VariantResult:
+    def answer_with(
+        name: str, request: AnswerRequest, rule: TimingRule, threshold: NullThreshold | None
+    ) -> VariantResult:
         engine.check_input(request.question, request.context)  # tokenizes a long question: in the turn's thread
-        rule = request_rule(request.runs, request.budget_s, request.warmup)
         return engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
 
     return api

@@ -21,7 +21,8 @@ class VariantResult:
     Timing (:class:`~variants.answering.timing.TimingRule`, the same in every interface): ``latency_ms``
     is the median of the ``timed_runs`` (k) runs in ``latency_runs`` (in order), with the fastest and the
     slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
-    make k smaller; ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
+    make k smaller (``budget_cut``: it did); ``first_timed``: its first run is among the k, not warmed up;
+    ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
     variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
 
     How busy the machine was (:func:`~variants.answering.timing.cpu_clock`): ``cpu_runs`` is the process's CPU
@@ -60,6 +61,8 @@ class VariantResult:
     budget_s: float | None = None  # the rule's time budget for the whole call (None: none)
     timing: str = ""  # what was done, e.g. "3 timed runs (5 asked; the 10 s time budget allowed 3), ..."
     pending: bool = False  # answered; the timed runs are still going
+    first_timed: bool = False  # its first run is its first timed run (long enough not to need a warm-up, or no room)
+    budget_cut: bool = False  # it gave up timed runs: the next would have ended past the time budget
     cpu_runs: list[float] = field(default_factory=list)  # the process's CPU time during each timed run, ms
     wait_runs: list[float | None] = field(default_factory=list)  # its threads' wait for a CPU meanwhile, ms
     stretch: float | None = None  # the median run's (CPU + wait) / CPU: 1.0 on an idle machine
@@ -109,7 +112,8 @@ def fill_timing(results: dict[str, VariantResult], rule: TimingRule, done: bool)
         result.speedup = speedup(base.latency_ms, result.latency_ms) if ok else None
         if done:
             result.pending = False
-            result.timing = rule.describe(result.timed_runs) if result.timed_runs and not result.error else ""
+            words = rule.describe(result.timed_runs, first_counted=result.first_timed, gave_up=result.budget_cut)
+            result.timing = words if result.timed_runs and not result.error else ""
 
 
 def busy_words(results: Iterable[VariantResult]) -> str:
