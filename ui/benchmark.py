@@ -483,7 +483,8 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
             elem_id="bench-view",
         )
     header = html_block(header0, elem_id="bench-header")
-    with gr.Row():
+    # without a record the header says what to do; two empty charts would only contradict each other
+    with gr.Row(visible=record is not None) as charts:
         with gr.Column(min_width=480):
             scatter = gr.Plot(scatter0, show_label=False, elem_id="bench-scatter")
         with gr.Column(min_width=480):
@@ -530,6 +531,7 @@ def benchmark_tab(engine: Engine, results_dir: Path | None, group: dict, sample_
         return gr.Dropdown(choices=entries, value=key)
 
     gr.on([choice.change, view.change], select, [choice, view, quick_runs], shown, api_visibility="private")
+    choice.change(lambda key: gr.Row(visible=bool(key)), [choice], [charts], queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     run.click(
         make_quick_benchmark(engine, sample_file, run_quick, stored),
