@@ -85,7 +85,8 @@ def build_demo(
             questions_tab(engine, group, Evaluation)
         with gr.Tab("About"):
             about = html_block(about_html(engine))
-        timer.tick(
+        gr.on(  # at once for a page opened later, then every tick while the build runs
+            [demo.load, timer.tick],
             make_header_refresh(engine),
             None,
             [header, notice, timer],

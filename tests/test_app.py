@@ -488,7 +488,8 @@ def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyP
 
 def test_a_host_that_cannot_be_bound_is_not_called_a_busy_port(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.delenv("SPACE_ID", raising=False)
-    monkeypatch.setattr(app, "prepare_models", lambda _args: pytest.fail("the models loaded before the host was checked"))
+    never = lambda _args: pytest.fail("the models loaded before the host was checked")  # noqa: E731
+    monkeypatch.setattr(app, "prepare_models", never)
     assert app.main(["--preset", "embedded", "--host", "no-such-host.invalid", "--port", "7891"]) == 2
     message = capsys.readouterr().err.strip()
     assert message.startswith("error: cannot serve on no-such-host.invalid port 7891") and "in use" not in message

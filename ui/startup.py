@@ -23,8 +23,8 @@ MODELS = {  # the model a preset runs, in a few words
     "bert-large-replica": "a replica of BERT-large and its x2.63 pruned shape",
 }
 OTHER_PRESET = {  # what the other preset would give, for the line that says how to switch
-    "embedded": ("bert-large", "the published BERT-large: about 10 s a short question on 2 CPU cores"),
-    "bert-large": ("embedded", "the small MiniLM: answers in a fraction of a second on a CPU"),
+    "embedded": ("bert-large", "the published BERT-large, about 10 s a short question on 2 CPU cores"),
+    "bert-large": ("embedded", "the small MiniLM, a fraction of a second a question on a CPU"),
     "bert-large-replica": ("embedded", "the small MiniLM, with real answers"),
 }
 STARTUP_CSS = """
@@ -71,8 +71,8 @@ def header_html(engine: Engine) -> str:
     other = OTHER_PRESET.get(preset)
     if other:
         line += (
-            f'<br><span class="qa-muted">Another preset: {esc(other[1])}; set the variable '
-            f"<code>{config.PRESET_ENV}={esc(other[0])}</code> (a Space's Settings → Variables) and restart.</span>"
+            f'<br><span class="qa-muted">Another preset: <code>{config.PRESET_ENV}={esc(other[0])}</code> '
+            f"({esc(other[1])}), a variable in the Space's settings.</span>"
         )
     return f'<div class="qa-header">{line}{build_html(engine.status.snapshot())}</div>'
 
@@ -112,16 +112,17 @@ def variant_class(v: VariantStatus) -> str:
 
 def variant_line(v: VariantStatus) -> str:
     """One variant's state in words, e.g. "Pruned + ONNX: optimize the ONNX graph (step 3 of 5), 12 s; typically
-    about 1 min 30 s to go"."""
+    about 1 min 30 s more"."""
     if v.state == READY:
         return f"✓ {v.label}: ready ({seconds_words(v.seconds)})"
     if v.state == FAILED:
         return f"✗ {v.label}: failed: {v.error}"
-    typical = f"; typically about {seconds_words(v.estimate_s)} to go" if v.estimate_s else ""
     if v.state == BUILDING:
         at = v.steps.index(v.step) + 1 if v.step in v.steps else 0
         of = f" (step {at} of {len(v.steps)})" if at else ""
-        return f"… {v.label}: {v.step_words()}{of}, {seconds_words(v.step_seconds)}{typical}"
+        more = f"; typically about {seconds_words(v.estimate_s)} more" if v.estimate_s else ""
+        return f"… {v.label}: {v.step_words()}{of}, {seconds_words(v.step_seconds)}{more}"
+    typical = f" (typically about {seconds_words(v.estimate_s)} to build)" if v.estimate_s else ""
     return f"· {v.label}: queued{typical}"
 
 
