@@ -96,7 +96,8 @@ def build_html(snap: BuildSnapshot) -> str:
         head = f"Building the variants: {len(ready)} of {n} ready, {seconds_words(snap.seconds)} so far{to_go}."
     items = []
     if snap.stage:
-        items.append(f'<li class="qa-now">{esc(snap.stage)} ({esc(seconds_words(snap.seconds))})</li>')
+        typical = f"; typically about {seconds_words(snap.stage_estimate_s)}" if snap.stage_estimate_s else ""
+        items.append(f'<li class="qa-now">{esc(snap.stage)} ({esc(seconds_words(snap.seconds) + typical)})</li>')
     items += [f"<li{variant_class(v)}>{esc(variant_line(v))}</li>" for v in snap.variants]
     note = "Each variant joins the Ask tab's cards when it is ready; Ask answers with those ready meanwhile."
     return (

@@ -68,6 +68,7 @@ class VariantStatus:
     seconds: float = 0.0
     estimate_s: float | None = None  # typical total for this variant's steps still to come, this one included
     steps: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()  # steps an earlier variant of the same source does (its result is reused)
     error: str | None = None
     started: float | None = field(default=None, repr=False)
     step_started: float | None = field(default=None, repr=False)
@@ -90,6 +91,7 @@ class BuildSnapshot:
     seconds: float  # since the build began (0 before it began)
     started: bool
     version: int  # grows with every change of state or step: a reader re-renders only when it changed
+    stage_estimate_s: float | None = None  # typical seconds of the stage, where known (the replica's weights)
 
     @property
     def done(self) -> bool:
@@ -108,7 +110,8 @@ class BuildSnapshot:
         left = [v.estimate_s for v in self.pending]
         if not left or any(e is None for e in left):
             return None
-        return float(sum(left))
+        stage = max(0.0, self.stage_estimate_s - self.seconds) if self.stage_estimate_s else 0.0
+        return float(sum(left)) + stage
 
 
 class BuildStatus:
@@ -132,7 +135,7 @@ class BuildStatus:
         self._stage = ""
         self._version = 0
         self._variants: dict[str, VariantStatus] = {}
-        self._size = model_size(preset)
+        self._size, self._preset = model_size(preset), preset
         self.reset(variant_specs, preset)
 
     def set_log(self, log: Callable[[str], None]) -> None:
@@ -140,12 +143,16 @@ class BuildStatus:
 
     def reset(self, variant_specs: Sequence[specs.VariantSpec], preset: str) -> None:
         """Queue ``variant_specs`` (e.g. after the fallback to the embedded preset replaced the specs)."""
+        done: set[tuple[str, str]] = set()  # (source, step): the torch model and each ONNX step are built once
+        variants = {}
+        for s in variant_specs:
+            steps = variant_steps(s)
+            shared = tuple(step for step in steps if step != "warmup" and (s.source, step) in done)
+            done.update((s.source, step) for step in steps)
+            variants[s.name] = VariantStatus(s.name, specs.short_label(s.name, s.label), steps=steps, shared=shared)
         with self._lock:
-            self._size = model_size(preset)
-            self._variants = {
-                s.name: VariantStatus(s.name, specs.short_label(s.name, s.label), steps=variant_steps(s))
-                for s in variant_specs
-            }
+            self._size, self._preset = model_size(preset), preset
+            self._variants = variants
             self._version += 1
 
     def begin(self) -> None:
@@ -222,7 +229,8 @@ class BuildStatus:
         with self._lock:
             variants = tuple(self._timed(v, now) for v in self._variants.values())
             seconds = now - self._began if self._began is not None else 0.0
-            return BuildSnapshot(variants, self._stage, seconds, self._began is not None, self._version)
+            fetch = FETCH_SECONDS.get(self._preset) if self._stage else None
+            return BuildSnapshot(variants, self._stage, seconds, self._began is not None, self._version, fetch)
 
     def _timed(self, v: VariantStatus, now: float) -> VariantStatus:
         """``v`` with its elapsed times and its estimate as of ``now``."""
@@ -230,7 +238,7 @@ class BuildStatus:
         if v.done:
             return replace(v, estimate_s=0.0)
         to_come = v.steps[v.steps.index(v.step) :] if v.step in v.steps else v.steps
-        estimate = float(sum(typical.get(s, 0) for s in to_come))
+        estimate = float(sum(typical.get(s, 0) for s in to_come if s not in v.shared))
         if v.state != BUILDING:
             return replace(v, estimate_s=estimate)
         step_seconds = now - (v.step_started or now)
