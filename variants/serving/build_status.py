@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from variants.core import spec as specs
 
@@ -244,3 +245,12 @@ class BuildStatus:
         step_seconds = now - (v.step_started or now)
         estimate = max(0.0, estimate - step_seconds)
         return replace(v, step_seconds=step_seconds, seconds=now - (v.started or now), estimate_s=estimate)
+
+
+def fetch_words(source: str) -> str:
+    """What fetching ``source`` does, in words, for the page and the log."""
+    if source.startswith("replica:"):
+        return f"Making {source}'s random weights here (no download)"
+    if Path(source).expanduser().is_dir():
+        return f"Reading {Path(source).name}"
+    return f"Downloading {source}"

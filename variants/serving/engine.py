@@ -33,14 +33,20 @@ from variants.answering.qa import (
     window_stride,
     with_null_decision,
 )
-from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
+from variants.answering.runtime import (
+    QAModel,
+    limit_native_memory,
+    release_free_memory,
+    resolve_device,
+    usable_device,
+)
 from variants.answering.timing import SERVED, TimingRule, cpu_clock, cpu_since
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.batching import Batcher, BatcherClosed, BatchingConfig
-from variants.serving.build_status import BuildStatus
+from variants.serving.build_status import BuildStatus, fetch_words
 from variants.serving.outcome import (
     AskProgress,
     VariantResult,
@@ -149,9 +155,9 @@ class Engine:
             self.status.stage(fetch_words(spec.source))
             try:
                 self._builder.source(spec, progress=partial(self._fetch_progress, spec.source))
-            except SourceUnavailable as exc:
-                if self.fallback_specs is None:
-                    continue  # each variant of this source fails with the reason
+            except Exception as exc:
+                if not isinstance(exc, SourceUnavailable) or self.fallback_specs is None:
+                    continue  # each variant of this source fails with the reason when it builds
                 self._use_fallback(str(exc))
                 break
         self.status.stage("")
@@ -543,41 +549,10 @@ class Engine:
         return answer_pairs(loaded.model, loaded.tokenizer, pairs, self.settings_for(loaded))
 
 
-def load_engine(
-    preset: str | None = None,
-    device: str = "auto",
-    overrides: dict[str, str] | None = None,
-    variant_specs: list[specs.VariantSpec] | None = None,
-    fallback: bool = True,
-    cache_dir: Path | None = None,
-    settings: DecodeSettings | None = None,
-    names: list[str] | None = None,
-    progress: Progress | None = None,
-    max_context_chars: int | None = None,
-    batching: BatchingConfig | None = None,
-    null_threshold: NullThreshold = 0.0,
-) -> Engine:
-    """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load.
-
-    ``preset`` defaults to the device's (:func:`~variants.core.spec.default_preset`); ``max_context_chars``
-    defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on dynamic batching of concurrent
-    requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when to say "no answer" (0, the
-    pipeline rule; a number; or "calibrated").
-    """
-    engine = prepare_engine(
-        preset,
-        device,
-        overrides,
-        variant_specs,
-        fallback=fallback,
-        cache_dir=cache_dir,
-        settings=settings,
-        names=names,
-        max_context_chars=max_context_chars,
-        batching=batching,
-        null_threshold=null_threshold,
-    )
-    return engine.build(progress)
+def load_engine(*args, progress: Progress | None = None, **options) -> Engine:
+    """Resolve, build and load a preset, falling back to ``embedded`` if its sources cannot load: the engine of
+    :func:`prepare_engine` (the same arguments), built (:meth:`Engine.build`, reporting to ``progress``)."""
+    return prepare_engine(*args, **options).build(progress)
 
 
 def prepare_engine(
@@ -593,9 +568,15 @@ def prepare_engine(
     batching: BatchingConfig | None = None,
     null_threshold: NullThreshold = 0.0,
 ) -> Engine:
-    """The engine :func:`load_engine` builds, its specs chosen but nothing fetched or built yet: call
-    :meth:`Engine.build` or :meth:`Engine.build_in_background` (the fallback is decided while it fetches)."""
-    device, no_gpu = _usable_device(resolve_device(device))
+    """The engine of a preset, its specs chosen but nothing fetched or built yet: call :meth:`Engine.build` or
+    :meth:`Engine.build_in_background` (the fallback to ``embedded`` is decided while it fetches).
+
+    ``preset`` defaults to the device's (:func:`~variants.core.spec.default_preset`); ``max_context_chars``
+    defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on dynamic batching of concurrent
+    requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when to say "no answer" (0, the
+    pipeline rule; a number; or "calibrated").
+    """
+    device, no_gpu = usable_device(resolve_device(device))
     limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
     preset = preset or specs.default_preset(device)
     chosen = variant_specs or specs.preset(preset, device, overrides)
@@ -617,26 +598,3 @@ def prepare_engine(
         engine.fallback_specs = fallback_specs
     engine.notice = no_gpu
     return engine
-
-
-def fetch_words(source: str) -> str:
-    """What fetching ``source`` does, in words, for the page and the log."""
-    if source.startswith("replica:"):
-        return f"Making {source}'s random weights here (no download)"
-    if Path(source).expanduser().is_dir():
-        return f"Reading {Path(source).name}"
-    return f"Downloading {source}"
-
-
-def _usable_device(device: str) -> tuple[str, str]:
-    """``device``, or the CPU with a sentence saying why when CUDA is asked for and torch sees no GPU: every
-    variant then runs on the CPU and the page says so, instead of the PyTorch ones failing while ONNX Runtime's
-    fall back to the CPU on their own."""
-    if not device.startswith("cuda"):
-        return device, ""
-    import torch  # noqa: PLC0415
-
-    if torch.cuda.is_available():
-        return device, ""
-    why = "this PyTorch build has no CUDA" if torch.version.cuda is None else "PyTorch sees no GPU"
-    return "cpu", f"The {device} device was asked for, but {why}: every variant runs on the CPU."
