@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from app_helpers import CONTEXT, QUESTION, TINY_SETTINGS, free_port
 
@@ -279,3 +280,20 @@ def test_the_default_preset_follows_the_device(monkeypatch) -> None:
     assert engine.preset == "embedded" and engine.loaded == []
     monkeypatch.setenv(config.PRESET_ENV, "bert-large-replica")
     assert cli.engine_from_args(app.parse_args(["--device", "cpu"]), build=False).preset == "bert-large-replica"
+
+
+def test_the_page_builds_from_the_specs_before_any_variant_is_built(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    overrides = {"baseline": str(tiny_qa_dir), "pruned": str(tiny_qa_dir)}
+    engine = prepare_engine("embedded", "cpu", overrides, fallback=False, cache_dir=tmp_path, settings=TINY_SETTINGS)
+    demo = app.build_demo(engine, results_dir=tmp_path / "no-records")
+    assert engine.loaded == [] and not engine.status.snapshot().started  # building the page built nothing
+    by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    assert "Starting the build of 6 variants" in by_id["qa-header"].value
+    cards = by_id["qa-cards"].value
+    assert cards.count('data-state="building"') == 3 and "building: queued" in cards  # the three headline ones
+    leave_out = by_id["leave-out"]
+    assert [value for _label, value in leave_out.choices] == ["baseline", "pruned", "pruned-onnx-opt-int8"]
+    # no record for this preset: the header says what to do, and the two charts are not shown empty
+    assert "Run quick benchmark" in by_id["bench-header"].value
+    row = by_id["bench-scatter"].parent.parent  # the row of the two charts
+    assert isinstance(row, gr.Row) and row.visible is False and by_id["bench-seqlen"].parent.parent is row
