@@ -1,8 +1,9 @@
 """Gradio app: optimized variants of an extractive QA transformer, side by side.
 
-A thin UI over :mod:`variants`: the models load once at start-up (``load_models``) and every request
-shares them; ``build_demo(engine)`` makes the page from an already-loaded engine (tests use tiny
-models). Run ``python app.py [--preset NAME] [--port N]``; on a Hugging Face Space (``SPACE_ID`` set)
+A thin UI over :mod:`variants`: the page opens at once and the models build in a background thread
+(``prepare_models``, then ``Engine.build_in_background``); every request shares them, each variant joining
+when it is ready. ``build_demo(engine)`` makes the page from an engine built or still building (tests use
+tiny models). Run ``python app.py [--preset NAME] [--port N]``; on a Hugging Face Space (``SPACE_ID`` set)
 it serves on 0.0.0.0:7860. The API endpoint ``/answer`` takes (context, question) and returns one
 dict per variant, the same fields as ``python -m variants ask --json``.
 
@@ -15,7 +16,6 @@ import functools
 import logging
 import socket
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from ui.ask import ask_tab, make_answer_api
 from ui.benchmark import benchmark_tab
 from ui.questions import make_evaluate_api, questions_tab
 from ui.report import benchmark_report_file, questions_report_file
+from ui.startup import STARTUP_CSS, header_html, make_header_refresh, when_changed
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
@@ -54,7 +55,7 @@ def build_demo(
     allow_custom_models: bool = False,
     max_custom_mb: float | None = None,
 ) -> gr.Blocks:
-    """The page for an already-loaded engine, its queue configured: every handler that runs a model is in
+    """The page for an engine, built or still building, its queue configured: every handler that runs a model is in
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
     latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
     ``max_queue`` requests wait. The Ask tab's questions and ``/answer`` take turns in one line of that length
@@ -68,22 +69,47 @@ def build_demo(
     custom_mb = None  # the size cap of "Try your own model"; None leaves the feature out
     if allow_custom_models:
         custom_mb = custom.max_custom_mb() if max_custom_mb is None else max_custom_mb
-    headline = [v.spec.name for v in engine.loaded if v.spec.headline]
-    steps = [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if not v.spec.headline]
+    # from the specs, known before anything builds (the fallback to `embedded` keeps the chain's names)
+    headline = [s.name for s in engine.specs if s.headline]
+    steps = [(short_label(s.name, s.label), s.name) for s in engine.specs if not s.headline]
     line = ModelLine(slots=concurrency_limit, max_waiting=max_queue, name="question")
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
-        if engine.notice:
-            html_block(notice_html(engine.notice, "Fallback"), elem_id="notice")  # once, on every tab
+        # above every tab: the model, the preset, the hardware, and the build while it runs
+        header = html_block(header_html(engine), css=STARTUP_CSS, elem_id="qa-header")
+        notice = html_block(  # the fallback banner, once, on every tab (decided while the build fetches)
+            notice_html(engine.notice, "Fallback") if engine.notice else "",
+            elem_id="notice",
+            visible=bool(engine.notice),
+        )
+        timer = gr.Timer(1.0)  # polls the engine's build state; stops once the build is over
         with gr.Tab("Ask"):
-            ask_tab(engine, headline, steps, group, sample_file, custom_mb, line, page=demo)
+            ask_tab(engine, headline, steps, group, sample_file, custom_mb, line, page=demo, timer=timer)
         with gr.Tab("Benchmark"):
             benchmark_tab(engine, results_dir, group, sample_file, QuickRun, benchmark_report_file, line=line)
         runs = RunBook()  # the app's one book of runs: the tab's and /evaluate's together
         with gr.Tab("Your questions"):
             questions_tab(engine, group, Evaluation, runs, questions_report_file, line=line)
         with gr.Tab("About"):
-            html_block(about_html(engine))
+            about = html_block(about_html(engine))
+        gr.on(  # at once for a page opened later, then every tick while the build runs
+            [demo.load, timer.tick],
+            make_header_refresh(engine),
+            None,
+            [header, notice, timer],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
+        seen = gr.State(-1)
+        timer.tick(
+            when_changed(engine, lambda: (about_html(engine),), 1),
+            [seen],
+            [seen, about],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
         # its own group, not limited by gradio: each call waits in ``line`` (async), refused there when it is full
         gr.api(make_answer_api(engine, line), api_name="answer", concurrency_id="answer-api", concurrency_limit=None)
         gr.api(make_evaluate_api(engine, Evaluation, runs, line), api_name="evaluate", **group)
@@ -106,6 +132,11 @@ def console_progress(fraction: float, message: str) -> None:
     sub_step = fraction == 0 and ": " in message
     prefix = "      " if sub_step else f"[{fraction:4.0%}]"
     print(f"{prefix} {message}", flush=True)
+
+
+def console_line(line: str) -> None:
+    """One line of the build's progress (a step begins, a variant is ready or failed), with its seconds."""
+    print(line, flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,14 +191,14 @@ def model_concurrency(args: argparse.Namespace, engine: Engine) -> int:
     return max(args.concurrency, engine.batching.max_batch_size)
 
 
-def load_models(args: argparse.Namespace) -> Engine:
-    """Load every variant once, printing progress; the engine falls back to `embedded` if it must."""
-    started = time.perf_counter()
-    engine = engine_from_args(args, progress=console_progress)
-    print(f"Loaded preset {engine.preset!r} on {engine.device} in {time.perf_counter() - started:.1f} s", flush=True)
-    for v in engine.loaded:  # a fallback or a failure was logged once, with its reason, as it happened
-        status = "FAILED (reason above)" if v.error else f"ok ({v.load_seconds:.1f} s)"
-        print(f"  {v.spec.name:<24} {status}", flush=True)
+def prepare_models(args: argparse.Namespace) -> Engine:
+    """The engine the options describe, nothing built yet (``Engine.build_in_background`` builds it once the page
+    serves); its build prints one line per step."""
+    engine = engine_from_args(args, build=False)
+    engine.status.set_log(console_line)
+    where = config.persistent_dir()
+    kept = f"; downloads and artifacts kept in {where}" if where else ""
+    print(f"Preset {engine.preset!r} on {engine.device}: {len(engine.specs)} variants to build{kept}", flush=True)
     return engine
 
 
@@ -256,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         allow_custom = custom.custom_models_allowed(args.allow_custom_models)
         custom_mb = custom.max_custom_mb() if allow_custom else None
-        engine = remote_engine_from_args(args, console_progress) if args.backend else load_models(args)
+        engine = remote_engine_from_args(args, console_progress) if args.backend else prepare_models(args)
         allow_custom = allow_custom and not args.backend  # the backend loads the models, not this app
     except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
@@ -283,9 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         if not port_in_use(host, port):
             raise
-        print(port_message(host, port), file=sys.stderr)  # taken while the models loaded
+        print(port_message(host, port), file=sys.stderr)  # taken meanwhile
         return 2
     print(launch_message(demo.local_url, demo.share_url if args.share else None), flush=True)
+    if not args.backend:
+        engine.build_in_background()  # the page already answers; each variant joins when it is ready
     demo.block_thread()
     return 0
 

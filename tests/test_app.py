@@ -519,10 +519,10 @@ def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.delenv("SPACE_ID", raising=False)
 
-    def load_models(_args):
+    def prepare_models(_args):
         raise AssertionError("the models were loaded before the port was checked")
 
-    monkeypatch.setattr(app, "load_models", load_models)
+    monkeypatch.setattr(app, "prepare_models", prepare_models)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -537,7 +537,8 @@ def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyP
 
 def test_a_host_that_cannot_be_bound_is_not_called_a_busy_port(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.delenv("SPACE_ID", raising=False)
-    monkeypatch.setattr(app, "load_models", lambda _args: pytest.fail("the models loaded before the host was checked"))
+    never = lambda _args: pytest.fail("the models loaded before the host was checked")  # noqa: E731
+    monkeypatch.setattr(app, "prepare_models", never)
     assert app.main(["--preset", "embedded", "--host", "no-such-host.invalid", "--port", "7891"]) == 2
     message = capsys.readouterr().err.strip()
     assert message.startswith("error: cannot serve on no-such-host.invalid port 7891") and "in use" not in message
@@ -561,7 +562,7 @@ def test_the_title_counts_the_variants_shown(engine) -> None:
     assert intro.startswith("# One QA model, six variants\n") and len(engine.loaded) == 6
     assert "Three answer side by side; the other three (the build steps between them) are one tick away" in intro
     assert "three ways" not in intro and "8-bit integers" in intro
-    two = SimpleNamespace(loaded=engine.loaded[:2])
+    two = SimpleNamespace(specs=engine.specs[:2])  # the specs, known before anything builds
     assert page_intro(two).startswith("# One QA model, two variants")
 
 

@@ -39,7 +39,7 @@ import app
 from variants import cli
 args = app.parse_args(["--preset", "embedded", "--baseline", {str(tiny_qa_dir)!r}, "--variants", "baseline",
                        "--cache-dir", {str(tmp_path)!r}, "--no-fallback"])
-engine = app.load_models(args)
+engine = app.prepare_models(args).build()
 assert not engine.loaded[0].error, engine.loaded[0].error
 app.build_demo(engine, allow_custom_models=True, max_custom_mb=100)
 print(sorted(m for m in {TRAINING_MODULES!r} if m in sys.modules))

@@ -8,6 +8,7 @@ from variants.core.hardware import current_hardware, hardware_label
 from variants.serving.engine import Engine
 
 from . import ROOT
+from .startup import variant_line
 from .text import esc, fmt_mb, fmt_params, runtime_line
 
 
@@ -32,10 +33,10 @@ def page_intro(engine: Engine) -> str:
     """The page's title and first paragraph, in Markdown, for the variants this engine loaded: how many there
     are, how many the Ask tab shows side by side (the headline ones) and that the build steps between them are
     one tick away."""
-    n = len(engine.loaded)
-    shown = sum(v.spec.headline for v in engine.loaded) or n
+    n = len(engine.specs)  # known before they build
+    shown = sum(s.headline for s in engine.specs) or n
     title = f"# One QA model, {number(n)} variants" if n > 1 else "# One QA model on this machine"
-    steps = {step for v in engine.loaded for step in v.spec.steps}
+    steps = {step for s in engine.specs for step in s.steps}
     last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
     where = f"{number(shown).capitalize()} answer side by side"
     if n > shown:
@@ -63,8 +64,17 @@ def number(n: int) -> str:
 def about_html(engine: Engine) -> str:
     family = specs.FAMILIES.get(engine.preset)
     rows = []
-    for v in engine.loaded:
-        spec = v.spec
+    building = engine.status.snapshot()
+    for spec in engine.specs:  # those still building too, with where they stand
+        v = engine.variants.get(spec.name)
+        if v is None:
+            state = building.state(spec.name)
+            rows.append(
+                f"<tr><td><b>{esc(spec.label)}</b><br><code>{esc(spec.name)}</code></td>"
+                f"<td>{esc(spec.description)}</td><td>{esc(' → '.join(spec.steps) or 'none (as published)')}</td>"
+                f'<td class="qa-muted">{esc(variant_line(state) if state else "queued")}</td><td></td></tr>'
+            )
+            continue
         info = v.model.describe() if v.ok else {}
         steps = " → ".join(spec.steps) if spec.steps else "none (as published)"
         runtime = runtime_line(info.get("device", ""), info.get("provider", ""), info.get("dtype", ""))

@@ -24,6 +24,7 @@ from .cards import cards_html, summary_html
 from .charts import latency_figure
 from .errors import log_refusal, refused
 from .share import share_controls
+from .startup import coming_html, when_changed
 from .styles import CARD_CSS, html_block
 from .text import esc
 
@@ -69,11 +70,15 @@ def load_examples(path: Path = SAMPLE_FILE) -> tuple[list[list[str]], list[str]]
 
 
 def selected_names(engine: Engine, extra: list[str] | None, leave_out: list[str] | None = None) -> list[str]:
-    """The headline variants plus the intermediate steps ticked in the checkbox group, less those left out."""
+    """The headline variants plus the intermediate steps ticked in the checkbox group, less those left out,
+    built or still building (their cards say so)."""
     extra, leave_out = set(extra or []), set(leave_out or [])
-    return [
-        v.spec.name for v in engine.loaded if (v.spec.headline or v.spec.name in extra) and v.spec.name not in leave_out
-    ]
+    return [s.name for s in engine.specs if (s.headline or s.name in extra) and s.name not in leave_out]
+
+
+def built_names(engine: Engine, names: list[str]) -> list[str]:
+    """Those of ``names`` whose build is over (ready, or failed with the reason on its card)."""
+    return [n for n in names if n in engine.variants]
 
 
 def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Iterator[tuple]]:
@@ -98,10 +103,14 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         names = selected_names(engine, extra, leave_out)
         if not names:
             raise refused("Every variant is left out: untick one under “Leave out”.", "Ask")
+        ready = built_names(engine, names)  # the others are still building: their cards say where they stand
+        if not ready:
+            raise refused("No variant is ready yet: the top of the page shows the build; ask again in a moment.", "Ask")
         results: dict[str, VariantResult] = {}
+        coming = coming_html(engine, names)
         yield (
             cards_html(engine, names, results, context, running=True),
-            summary_html(engine, names, results, running=True),
+            summary_html(engine, ready, results, running=True) + coming,
             latency_figure(engine, names, results),
             last,
         )
@@ -109,13 +118,13 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         try:
             threshold = null_threshold(rule, margin)
             with line.turn(claim=True) if line else nullcontext():
-                for progress in engine.ask_stream(question, context, names, rule=timing, null_threshold=threshold):
+                for progress in engine.ask_stream(question, context, ready, rule=timing, null_threshold=threshold):
                     results = progress.results
                     if progress.phase == "done":
                         break
                     yield (
                         cards_html(engine, names, results, context, running=True),
-                        summary_html(engine, names, results, running=True),
+                        summary_html(engine, ready, results, running=True) + coming,
                         latency_figure(engine, names, results),
                         last,
                     )
@@ -123,7 +132,7 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
             raise refused(str(exc), "Ask") from None
         yield (
             cards_html(engine, names, results, context),
-            summary_html(engine, names, results, running=False),
+            summary_html(engine, ready, results, running=False) + coming_html(engine, names),
             latency_figure(engine, names, results),
             {"context": context, "results": results},
         )
@@ -175,7 +184,7 @@ def make_reselect(engine: Engine) -> Callable[..., tuple]:
         context = (last or {}).get("context", "")
         return (
             cards_html(engine, names, results, context),
-            summary_html(engine, names, results, running=False),
+            summary_html(engine, names, results, running=False) + coming_html(engine, names),
             latency_figure(engine, names, results),
         )
 
@@ -308,11 +317,13 @@ def ask_tab(
     custom_mb: float | None = None,
     line: ModelLine | None = None,
     page: gr.Blocks | None = None,
+    timer: gr.Timer | None = None,
 ):
     """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
     above the summary and the cards; after Ask the page scrolls to them if they are below the fold. ``line``:
     the models' line shared with ``/answer``. ``page`` (the Blocks) adds a link to the question on the screen
-    (:mod:`ui.share`), read when the page loads."""
+    (:mod:`ui.share`), read when the page loads. ``timer`` redraws the cards when a variant's build state changes
+    (each joins when it is ready)."""
     last = gr.State({})
     question = gr.Textbox(
         label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
@@ -360,7 +371,7 @@ def ask_tab(
                 f"runs first, to finish within about {DEFAULT_BUDGET_S:g} s. The cards show the median and the spread.",
             )
             leave_out = gr.CheckboxGroup(
-                [(short_label(v.spec.name, v.spec.label), v.spec.name) for v in engine.loaded if v.spec.headline],
+                [(short_label(s.name, s.label), s.name) for s in engine.specs if s.headline],
                 value=[],
                 label="Leave out",
                 info="Skip slow variants to answer long passages sooner (without the baseline, no speedups).",
@@ -411,6 +422,16 @@ def ask_tab(
         queue=False,
     )
     rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
+    if timer is not None:  # the variants build in the background: each card joins when its variant is ready
+        seen = gr.State(-1)
+        timer.tick(
+            when_changed(engine, make_reselect(engine), 3),
+            [seen, extra, last, leave_out],
+            [seen, cards, summary, chart],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
     gr.on(
         [extra.change, leave_out.change],
         make_reselect(engine),

@@ -497,7 +497,8 @@ def benchmark_tab(
         )
     price_choice, price = price_controls(record)
     header = html_block(header0, elem_id="bench-header")
-    with gr.Row():
+    # without a record the header says what to do; two empty charts would only contradict each other
+    with gr.Row(visible=record is not None) as charts:
         with gr.Column(min_width=480):
             scatter = gr.Plot(scatter0, show_label=False, elem_id="bench-scatter")
         with gr.Column(min_width=480):
@@ -589,6 +590,7 @@ def benchmark_tab(
 
         changed = [choice.change, view.change, price.change]
         gr.on(changed, stale, None, report_file, queue=False, api_visibility="private")
+    choice.change(lambda key: gr.Row(visible=bool(key)), [choice], [charts], queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
     handlers = make_quick_handlers(engine, sample_file, start_quick, Runs(), stored, line)
     tick = gr.Number(0, visible=False, elem_id="bench-tick")

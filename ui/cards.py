@@ -7,6 +7,7 @@ from variants.core.spec import short_label
 from variants.serving.engine import Engine, LoadedVariant
 from variants.serving.outcome import VariantResult, busy_words
 
+from .startup import building_card_html
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
 
 ROLES = {  # badge in plain words, the jargon in its tooltip
@@ -268,9 +269,14 @@ def cards_html(
     (answered, still being timed), running, stale (not run for this question) or idle."""
     baseline = results.get("baseline")
     cards = []
-    for loaded in engine.loaded:
-        name = loaded.spec.name
+    building = engine.status.snapshot()
+    for spec in engine.specs:  # in chain order, built or not
+        name = spec.name
         if name not in names:
+            continue
+        loaded = engine.variants.get(name)
+        if loaded is None:  # still building: where its build stands
+            cards.append(building_card_html(spec, building.state(name)))
             continue
         if name in results:
             state = "timing" if results[name].pending else "done"

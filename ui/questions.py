@@ -223,6 +223,9 @@ def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
 # --- handlers --------------------------------------------------------------------------------------------
 
 
+NOT_READY = "None of the chosen variants is ready yet: the top of the page shows the build; run again in a moment."
+
+
 def make_handlers(
     engine: Engine,
     start: Start,
@@ -236,6 +239,9 @@ def make_handlers(
     def begin(file: str | None, pasted: str, names: list[str], tick: int, request: gr.Request) -> tuple:
         if not names:
             return status_html(None, "Pick one variant at least.", error=True), *(gr.skip(),) * 4
+        names = [n for n in names if n in engine.variants and engine.variants[n].ok]  # not still building or failed
+        if not names:
+            return status_html(None, NOT_READY, error=True), *(gr.skip(),) * 4
         try:
             questions, raw = read_input(engine, file, pasted)
             names = sorted(names, key=lambda n: n != "baseline")
@@ -434,10 +440,10 @@ def questions_tab(
                 placeholder=PASTE_EXAMPLE,
                 elem_id="questions-paste",
             )
-    choices = [(v.spec.label, v.spec.name) for v in engine.loaded if v.ok]
+    choices = [(s.label, s.name) for s in engine.specs]  # known before they build; a run takes those ready
     names = gr.CheckboxGroup(
         choices,
-        value=[v.spec.name for v in engine.loaded if v.ok and v.spec.headline],
+        value=[s.name for s in engine.specs if s.headline],
         label="Variants",
         info="The card's three by default; the baseline is what agreement is measured against.",
         elem_id="questions-variants",

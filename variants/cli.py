@@ -34,7 +34,7 @@ from variants.core.config import (
     env_text,
 )
 from variants.serving.batching import BatchingConfig
-from variants.serving.engine import Engine, load_engine
+from variants.serving.engine import Engine, prepare_engine
 from variants.serving.outcome import busy_words
 
 
@@ -77,7 +77,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
         default=env_text(PRESET_ENV),
-        help=f"one of {sorted(specs.FAMILIES)} (default ${PRESET_ENV} or {specs.DEFAULT_PRESET})",
+        help=f"one of {sorted(specs.FAMILIES)} (default ${PRESET_ENV}, else {specs.GPU_PRESET} with a CUDA GPU and "
+        f"{specs.CPU_PRESET} on the CPU)",
     )
     parser.add_argument(
         "--baseline",
@@ -161,17 +162,18 @@ def variant_names(text: str | None) -> list[str] | None:
     return names or None
 
 
-def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
-    """Load the engine the arguments describe (a ``--config`` file fills what the flags leave open)."""
+def engine_from_args(args: argparse.Namespace, progress=None, build: bool = True) -> Engine:
+    """Load the engine the arguments describe (a ``--config`` file fills what the flags leave open); with
+    ``build=False`` nothing is fetched or built yet (``Engine.build``, ``Engine.build_in_background``)."""
 
     device = resolve_device(args.device)
     config = specs.load_config(args.config) if args.config else {}
     device = resolve_device(config.get("device", device)) if args.device == "auto" else device
-    preset = args.preset or config.get("preset", specs.DEFAULT_PRESET)
+    preset = args.preset or config.get("preset") or specs.default_preset(device)
     overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k) or config.get(k))}
     custom = specs.specs_from_config(config, device) if config.get("variants") else None
     names = variant_names(args.variants)
-    return load_engine(
+    engine = prepare_engine(
         preset,
         device,
         overrides,
@@ -179,12 +181,12 @@ def engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
         fallback=not args.no_fallback,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         names=names,
-        progress=progress,
         max_context_chars=getattr(args, "max_context_chars", None),
         batching=batching_from_args(args),
         null_threshold=getattr(args, "null_threshold", 0.0),
         settings=DecodeSettings(windows=getattr(args, "windows", None) or DecodeSettings.windows),
     )
+    return engine.build(progress) if build else engine
 
 
 def remote_engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
@@ -196,7 +198,7 @@ def remote_engine_from_args(args: argparse.Namespace, progress=None) -> Engine:
     device = resolve_device(args.device)
     overrides = {k: v for k in ("baseline", "pruned") if (v := getattr(args, k))}
     names = variant_names(args.variants)
-    preset = args.preset or specs.DEFAULT_PRESET
+    preset = args.preset or specs.default_preset(device)
     return remote_engine(args.backend, preset, device, names, overrides, progress)
 
 
@@ -342,7 +344,7 @@ def serve_main(argv: list[str]) -> int:
 
     device = resolve_device(args.device)
     chain = specs.preset(
-        args.preset or specs.DEFAULT_PRESET,
+        args.preset or specs.default_preset(device),
         device,
         {k: getattr(args, k) for k in ("baseline", "pruned") if getattr(args, k)},
     )
@@ -353,7 +355,7 @@ def serve_main(argv: list[str]) -> int:
     options = [
         ray_serve.VariantOptions(
             variant=name,
-            preset=args.preset or specs.DEFAULT_PRESET,
+            preset=args.preset or specs.default_preset(device),
             baseline=args.baseline,
             pruned=args.pruned,
             device=device,

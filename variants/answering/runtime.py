@@ -404,3 +404,17 @@ def release_free_memory() -> bool:
 def cpu_threads() -> int:
     """Threads for CPU inference: ``VARIANTS_THREADS`` or all cores (0)."""
     return config.cpu_threads()
+
+
+def usable_device(device: str) -> tuple[str, str]:
+    """``device``, or the CPU with a sentence saying why when CUDA is asked for and torch sees no GPU: every
+    variant then runs on the CPU and the page says so, instead of the PyTorch ones failing while ONNX Runtime's
+    fall back to the CPU on their own."""
+    if not device.startswith("cuda"):
+        return device, ""
+    import torch  # noqa: PLC0415
+
+    if torch.cuda.is_available():
+        return device, ""
+    why = "this PyTorch build has no CUDA" if torch.version.cuda is None else "PyTorch sees no GPU"
+    return "cpu", f"The {device} device was asked for, but {why}: every variant runs on the CPU."

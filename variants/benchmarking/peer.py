@@ -27,7 +27,7 @@ def baseline_source(engine: Any, args: argparse.Namespace | None = None) -> Path
         if spec.name == "baseline":
             return engine.source(spec).path
     source = getattr(args, "baseline", None) or specs.FAMILIES[engine.preset].baseline
-    return resolve(source).path
+    return resolve(source, cache_dir=engine.cache_dir).path
 
 
 OPTIMUM_LABEL = "optimum ORT dynamic INT8"

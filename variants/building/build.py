@@ -17,7 +17,7 @@ from pathlib import Path
 from variants.answering.qa import CALIBRATED_THRESHOLD
 from variants.answering.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads
 from variants.building.cache import ArtifactCache, cache_key
-from variants.building.sources import ResolvedSource, resolve
+from variants.building.sources import FilesProgress, ResolvedSource, resolve, resolve_known
 from variants.core import spec as specs
 from variants.core.versions import artifact_versions
 
@@ -53,11 +53,16 @@ class VariantBuilder:
         """Use ``source`` (e.g. an already checked Hub snapshot) for specs naming ``spec_source``."""
         self._sources[spec_source] = source
 
-    def source(self, spec: specs.VariantSpec) -> ResolvedSource:
-        """The spec's source resolved to a local folder (once per source)."""
+    def source(self, spec: specs.VariantSpec, progress: FilesProgress | None = None) -> ResolvedSource:
+        """The spec's source resolved to a local folder (once per source; a replica's in this builder's
+        cache folder); ``progress(done, total)`` follows a Hub download's files."""
         if spec.source not in self._sources:
-            self._sources[spec.source] = resolve(spec.source, spec.revision)
+            self._sources[spec.source] = resolve(spec.source, spec.revision, self.cache_dir, progress)
         return self._sources[spec.source]
+
+    def known_source(self, spec: specs.VariantSpec) -> ResolvedSource | None:
+        """The spec's source if it is resolved or can be without a download or a build, else None."""
+        return self._sources.get(spec.source) or resolve_known(spec.source, spec.revision, self.cache_dir)
 
     def release(self) -> None:
         """Drop the torch copies kept for exports (the loaded variants keep what they run)."""

@@ -37,10 +37,11 @@ _CHUNK = 1 << 20
 
 
 def default_cache_dir() -> Path:
-    """``$VARIANTS_CACHE_DIR``, else ``qa-variants`` in the Hugging Face cache (``$HF_HOME``).
+    """``$VARIANTS_CACHE_DIR``, else ``qa-variants`` in the persistent folder (a Space's ``/data``, see
+    :func:`variants.core.config.persistent_dir`), else ``qa-variants`` in the Hugging Face cache (``$HF_HOME``).
 
-    Beside the models it is built from (``~/.cache/huggingface`` by default), where a Space's
-    persistent storage and a user's cache clean-ups already look.
+    Beside the models it is built from (``~/.cache/huggingface`` by default), where a user's cache clean-ups
+    already look.
     """
     explicit = config.cache_dir()
     return explicit if explicit else Path(hf_constants.HF_HOME).expanduser() / "qa-variants"

@@ -217,5 +217,15 @@ def write_model(structure: Structure, folder: Path, seed: int = SEED) -> None:
 def cached_model(source: str, cache_dir: Path | None = None) -> tuple[Path, str]:
     """A ``replica:`` source as a cached local model folder (built in seconds on first use), and its cache key."""
     structure = structure_for(source)
-    key = "replica-" + cache_key({"structure": asdict(structure), "seed": SEED, "builder": BUILDER_VERSION})
+    key = model_key(structure)
     return ArtifactCache(cache_dir).get_or_build(key, lambda tmp: write_model(structure, tmp)), key
+
+
+def model_place(source: str, cache_dir: Path | None = None) -> tuple[Path, str]:
+    """Where :func:`cached_model` keeps ``source``'s folder, and its key, without building anything."""
+    key = model_key(structure_for(source))
+    return ArtifactCache(cache_dir).path(key), key
+
+
+def model_key(structure: Structure) -> str:
+    return "replica-" + cache_key({"structure": asdict(structure), "seed": SEED, "builder": BUILDER_VERSION})

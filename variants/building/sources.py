@@ -7,6 +7,7 @@ Without network (or with ``HF_HUB_OFFLINE=1``) a Hub id that is not in the local
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -62,11 +63,17 @@ def offline_message(source: str, reason: str) -> str:
     )
 
 
-def resolve(source: str, revision: str | None = None) -> ResolvedSource:
-    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder; a
-    ``replica:`` source built (or found) in the artifact cache."""
+FilesProgress = Callable[[int, "int | None"], None]  # (files done, files in all) of a Hub download
+
+
+def resolve(
+    source: str, revision: str | None = None, cache_dir: Path | None = None, progress: FilesProgress | None = None
+) -> ResolvedSource:
+    """A local folder as is; a Hub id downloaded (or found in the cache) as a snapshot folder, ``progress``
+    following its files; a ``replica:`` source built (or found) in the artifact cache (``cache_dir``, else the
+    default)."""
     if source.startswith("replica:"):  # a random-weight model of a published shape (variants.building.replica)
-        folder, key = replica.cached_model(source)
+        folder, key = replica.cached_model(source, cache_dir)
         return ResolvedSource(source, folder, key, True)
     folder = Path(source).expanduser()
     if folder.is_dir():
@@ -75,19 +82,51 @@ def resolve(source: str, revision: str | None = None) -> ResolvedSource:
         return ResolvedSource(source, folder.resolve(), "local:" + source_fingerprint(folder), True)
     if source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise SourceUnavailable(f"The folder {source!r} does not exist, and it is not a Hub model id.")
-    return resolve_hub(source, revision)
+    return resolve_hub(source, revision, progress=progress)
 
 
-def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[str, ...] = ()) -> ResolvedSource:
+def resolve_known(source: str, revision: str | None = None, cache_dir: Path | None = None) -> ResolvedSource | None:
+    """The source if it resolves without a download or a build (a local folder, a replica's folder named by its
+    key, a Hub id already in the local cache), else None: what the page may show before the build has run."""
+    if source.startswith("replica:"):
+        folder, key = replica.model_place(source, cache_dir)
+        return ResolvedSource(source, folder, key, True)
+    if Path(source).expanduser().is_dir():
+        try:
+            return resolve(source, revision)
+        except SourceUnavailable:
+            return None
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+
+    try:
+        path = Path(snapshot_download(source, revision=revision, cache_dir=config.hub_cache(), local_files_only=True))
+    except Exception:  # not in the local cache (or not a Hub id): known only once downloaded
+        return None
+    return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)
+
+
+def resolve_hub(
+    source: str,
+    revision: str | None = None,
+    extra_ignore: tuple[str, ...] = (),
+    progress: FilesProgress | None = None,
+) -> ResolvedSource:
     """A Hub id as a snapshot folder (never a local path: for ids typed by a user), skipping files that
-    match :data:`IGNORE_PATTERNS` or ``extra_ignore``."""
+    match :data:`IGNORE_PATTERNS` or ``extra_ignore``; in the persistent folder's Hub cache when there is one
+    (:func:`variants.core.config.hub_cache`)."""
     from huggingface_hub import snapshot_download  # noqa: PLC0415
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
 
     offline = config.hub_offline()
+    options = {"tqdm_class": files_bar(progress)} if progress is not None else {}
     try:
         path = snapshot_download(
-            source, revision=revision, ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore], local_files_only=offline
+            source,
+            revision=revision,
+            ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore],
+            local_files_only=offline,
+            cache_dir=config.hub_cache(),
+            **options,
         )
     except HFValidationError as exc:
         raise SourceUnavailable(f"{source!r} is neither an existing folder nor a valid Hub model id ({exc}).") from None
@@ -100,6 +139,19 @@ def resolve_hub(source: str, revision: str | None = None, extra_ignore: tuple[st
         raise SourceUnavailable(offline_message(source, type(exc).__name__)) from None
     path = Path(path)
     return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)
+
+
+def files_bar(progress: FilesProgress):
+    """A tqdm class for ``snapshot_download``'s files bar that also reports (done, total) to ``progress``."""
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    class FilesBar(tqdm):
+        def update(self, n: float | None = 1) -> bool | None:
+            shown = super().update(n)
+            progress(int(self.n), int(self.total) if self.total else None)
+            return shown
+
+    return FilesBar
 
 
 def weights_identity(resolved: ResolvedSource) -> str:

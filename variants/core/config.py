@@ -30,6 +30,7 @@ ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
 MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
+PERSIST_ENV = "VARIANTS_PERSIST_DIR"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -43,6 +44,8 @@ ENVIRONMENT: dict[str, str] = {
     MAX_BATCH_ENV: "most requests in one batch (--max-batch)",
     MAX_CONTEXT_ENV: "longest context accepted, characters (--max-context-chars)",
     CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
+    PERSIST_ENV: "a folder kept across restarts for the Hub download and the built artifacts (default /data if "
+    "writable, as a Space's persistent storage; 0: none)",
     THREADS_ENV: "threads per CPU inference session (default: all cores)",
     ORT_SPIN_ENV: "ONNX Runtime threads: unset, spin within a run only; 0 never spin; 1 spin after runs too",
     PASS_TOKENS_ENV: "most tokens in one forward pass on the CPU (default 768; 0: no cap)",
@@ -114,10 +117,38 @@ def max_context_chars() -> int:
     return value
 
 
+SPACE_STORAGE = Path("/data")  # where a Hugging Face Space mounts its persistent storage, when it has some
+
+
 def cache_dir() -> Path | None:
-    """``$VARIANTS_CACHE_DIR`` (expanded), or None for the cache's own default."""
+    """``$VARIANTS_CACHE_DIR`` (expanded), else ``qa-variants`` in the persistent folder (:func:`persistent_dir`),
+    or None for the cache's own default."""
     value = env_text(CACHE_DIR_ENV)
-    return Path(value).expanduser() if value else None
+    if value:
+        return Path(value).expanduser()
+    kept = persistent_dir()
+    return kept / "qa-variants" if kept else None
+
+
+def persistent_dir(environ: Mapping[str, str] | None = None, storage: Path | None = None) -> Path | None:
+    """A folder kept across restarts, or None: ``$VARIANTS_PERSIST_DIR`` (0 or off: none), else a Space's
+    persistent storage (``/data``) when it exists and is writable. The Hub download and the built artifacts
+    live there, so a restart is a warm start."""
+    value = env_text(PERSIST_ENV, environ)
+    if value is not None:
+        return None if value.lower() in ("0", "off", "false", "no") else Path(value).expanduser()
+    storage = SPACE_STORAGE if storage is None else storage
+    return storage if storage.is_dir() and os.access(storage, os.W_OK | os.X_OK) else None
+
+
+def hub_cache(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where Hub downloads go: the persistent folder's ``huggingface/hub`` when there is one and the host set
+    neither ``HF_HOME`` nor ``HF_HUB_CACHE``; None leaves it to huggingface_hub (``$HF_HOME/hub``)."""
+    environ = os.environ if environ is None else environ
+    if env_text("HF_HOME", environ) or env_text("HF_HUB_CACHE", environ):
+        return None
+    kept = persistent_dir(environ)
+    return kept / "huggingface" / "hub" if kept else None
 
 
 def cpu_threads() -> int:

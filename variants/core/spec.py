@@ -89,8 +89,17 @@ FAMILIES = {
         latency_only=True,
     ),
 }
-DEFAULT_PRESET = "bert-large"
+GPU_PRESET = "bert-large"  # the default with a CUDA GPU: the published models, the FP16 chain
+CPU_PRESET = "embedded"  # the default on a CPU: the "Ulan Bator" example answered in under 5 s on 2 cores
+DEFAULT_PRESET = GPU_PRESET  # the preset named when no device is known (help texts; see default_preset)
 FALLBACK_PRESET = "embedded"
+
+
+def default_preset(device: str) -> str:
+    """The preset used when none is named: the published BERT-large on a CUDA device, the embedded MiniLM on
+    the CPU, where BERT-large takes 10 s for a short passage and 29 s for a long one on 2 cores (docs/deploy.md).
+    ``VARIANTS_PRESET`` (or ``--preset``) names the other."""
+    return GPU_PRESET if device.startswith("cuda") else CPU_PRESET
 
 
 def chain(family: Family, device: str) -> list[VariantSpec]:
@@ -233,7 +242,7 @@ def specs_from_config(data: dict, device: str) -> list[VariantSpec]:
             for v in data["variants"]
         ]
     overrides = {k: data[k] for k in ("baseline", "pruned") if data.get(k)}
-    return preset(data.get("preset", DEFAULT_PRESET), device, overrides)
+    return preset(data.get("preset") or default_preset(device), device, overrides)
 
 
 # Each variant's one name, on every tab, chart, card and API (its ``label``); records made before there was one

@@ -4,6 +4,9 @@ This is the engine's front door for the CLI, the benchmark and the app: ``load_e
 specs (falling back to the offline ``embedded`` preset when the Hub models cannot load), has
 :mod:`variants.building.build` build or reuse them, and ``Engine.ask_iter`` yields one :class:`VariantResult`
 per variant as each finishes. Building lives in :mod:`variants.building.build`; this module answers.
+The app builds in the background instead (``prepare_engine``, then ``Engine.build_in_background``) and serves
+meanwhile with the variants built so far; ``Engine.status`` (:mod:`variants.serving.build_status`) says where
+each variant's build stands.
 """
 
 from __future__ import annotations
@@ -32,13 +35,20 @@ from variants.answering.qa import (
     window_stride,
     with_null_decision,
 )
-from variants.answering.runtime import QAModel, limit_native_memory, release_free_memory, resolve_device
+from variants.answering.runtime import (
+    QAModel,
+    limit_native_memory,
+    release_free_memory,
+    resolve_device,
+    usable_device,
+)
 from variants.answering.timing import SERVED, TimingRule, cpu_clock, cpu_since
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.batching import Batcher, BatcherClosed, BatchingConfig
+from variants.serving.build_status import BuildStatus, fetch_words
 from variants.serving.outcome import (
     AskProgress,
     VariantResult,
@@ -99,6 +109,8 @@ class Engine:
     # When to say "no answer" (see variants.answering.qa.NullThreshold): 0, transformers' pipeline rule, by default;
     # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
     null_threshold: NullThreshold = 0.0
+    # what to build instead when a source cannot be had (the embedded preset), None: no fallback
+    fallback_specs: list[specs.VariantSpec] | None = field(default=None, repr=False)
     # the variants run in this process, so its CPU time and its threads' waits say how busy the machine was
     measures_cpu: ClassVar[bool] = True
 
@@ -110,8 +122,64 @@ class Engine:
         self._builder = VariantBuilder(self.device, self.cache_dir)
         self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
         self._paces: dict[str, float] = {}  # each variant's ms per character on its latest question (run_order)
+        self.status = BuildStatus(self.specs, self.preset)  # each variant's build: queued, building, ready, failed
 
     # --- loading ------------------------------------------------------------------------------
+
+    def build(self, progress: Progress | None = None) -> Engine:
+        """Fetch the sources (falling back to :attr:`fallback_specs` when one cannot be had), then build and
+        load every variant (:meth:`load`); :attr:`status` follows each step."""
+        self.status.begin()
+        try:
+            self._fetch_sources()
+            return self.load(progress)
+        except BaseException as exc:  # a variant's own failure stays on it; this is the build itself stopping
+            self.status.fail_pending(describe_error(exc))
+            raise
+
+    def build_in_background(self, progress: Progress | None = None) -> threading.Thread:
+        """:meth:`build` in a daemon thread, started now; requests meanwhile see the variants built so far
+        (:attr:`loaded`) and :attr:`status` says what is still coming."""
+
+        def run() -> None:
+            try:
+                self.build(progress)
+            except Exception:  # already on every pending variant's status, with its reason
+                log.exception("the build stopped")
+
+        thread = threading.Thread(target=run, name="variants-build", daemon=True)
+        thread.start()
+        return thread
+
+    def _fetch_sources(self) -> None:
+        """Resolve each source once before any variant builds (a Hub download, a replica made here), with its
+        progress on :attr:`status`; the first that cannot be had switches to the fallback specs, if any."""
+        for spec in {s.source: s for s in self.specs}.values():
+            self.status.stage(fetch_words(spec.source))
+            try:
+                self._builder.source(spec, progress=partial(self._fetch_progress, spec.source))
+            except Exception as exc:
+                if not isinstance(exc, SourceUnavailable) or self.fallback_specs is None:
+                    continue  # each variant of this source fails with the reason when it builds
+                self._use_fallback(str(exc))
+                break
+        self.status.stage("")
+
+    def _fetch_progress(self, source: str, done: int, total: int | None) -> None:
+        self.status.stage(f"{fetch_words(source)}: {done} of {total or '?'} files")
+
+    def _use_fallback(self, problem: str) -> None:
+        """Switch to the fallback specs (the embedded preset) and say why in :attr:`notice`."""
+        log.warning("falling back to the embedded preset: %s", problem)
+        asked, fallback = self.preset, self.fallback_specs or []
+        self.fallback_specs = None
+        self.status.reset(fallback, specs.FALLBACK_PRESET)
+        self.specs, self.preset = list(fallback), specs.FALLBACK_PRESET
+        said = (
+            f"The {asked} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
+            f"models are shown instead. {problem}"
+        )
+        self.notice = " ".join(filter(None, [self.notice, said]))
 
     def load(self, progress: Progress | None = None) -> Engine:
         """Build (or reuse from cache) and load every variant; a failure stays on its variant."""
@@ -127,6 +195,10 @@ class Engine:
                 loaded = self._load_variant(spec, step_progress)
                 self._start_batcher(loaded)
                 self.variants = {**self.variants, spec.name: loaded}
+                if loaded.ok:
+                    self.status.ready(spec.name)
+                else:
+                    self.status.failed(spec.name, loaded.error or "not loaded")
             self._builder.release()  # torch copies kept only for exports
         identifier()  # the language check's model, loaded now rather than on the first question
         progress(1.0, "Ready")
@@ -136,11 +208,21 @@ class Engine:
         """One variant loaded and warmed up, or carrying the one-line error that stopped it."""
         started = time.perf_counter()
         loaded = LoadedVariant(spec)
+
+        def step_progress(fraction: float, message: str) -> None:  # "label: step" from the ONNX chain
+            step = message.rsplit(": ", 1)[-1]
+            self.status.step(spec.name, "export" if step == "onnx" else step)
+            progress(fraction, message)
+
         try:
-            built = self._builder.build(spec, progress)
+            self.status.step(spec.name, "load")
+            if "compact" in spec.steps and spec.backend == "torch":  # loaded and compacted in one go
+                self.status.step(spec.name, "compact")
+            built = self._builder.build(spec, step_progress)
             loaded.model, loaded.tokenizer, loaded.artifact = built.model, built.tokenizer, built.artifact
             loaded.calibrated_threshold = built.calibrated_threshold
             loaded.settings = self._settings_for(built)
+            self.status.step(spec.name, "warmup")
             loaded.model.warmup()
         except Exception as exc:
             loaded.model = None
@@ -235,12 +317,14 @@ class Engine:
 
     def weights(self) -> dict[str, str]:
         """Each variant's weights as records name them (:func:`~variants.building.sources.weights_identity`),
-        for the variants whose source resolves; benchmark records carry the same per entry, so a record of
-        other weights can say so."""
+        for the variants whose source resolves without a download or a build (the page asks before the build
+        has run); benchmark records carry the same per entry, so a record of other weights can say so."""
         out = {}
         for spec in {s.name: s for s in [*self.specs, *(v.spec for v in self.loaded)]}.values():
             try:
-                out[spec.name] = weights_identity(self.source(spec))
+                source = self._builder.known_source(spec)
+                if source is not None:
+                    out[spec.name] = weights_identity(source)
             except Exception as exc:  # a source that does not resolve has no identity to compare
                 log.debug("no weights identity for %s: %s", spec.name, exc)
         return out
@@ -523,8 +607,14 @@ def _keep_run(result: VariantResult, ms: float, cpu: tuple[float, float | None] 
         result.wait_runs.append(cpu[1])
 
 
-def load_engine(
-    preset: str = specs.DEFAULT_PRESET,
+def load_engine(*args, progress: Progress | None = None, **options) -> Engine:
+    """Resolve, build and load a preset, falling back to ``embedded`` if its sources cannot load: the engine of
+    :func:`prepare_engine` (the same arguments), built (:meth:`Engine.build`, reporting to ``progress``)."""
+    return prepare_engine(*args, **options).build(progress)
+
+
+def prepare_engine(
+    preset: str | None = None,
     device: str = "auto",
     overrides: dict[str, str] | None = None,
     variant_specs: list[specs.VariantSpec] | None = None,
@@ -532,19 +622,21 @@ def load_engine(
     cache_dir: Path | None = None,
     settings: DecodeSettings | None = None,
     names: list[str] | None = None,
-    progress: Progress | None = None,
     max_context_chars: int | None = None,
     batching: BatchingConfig | None = None,
     null_threshold: NullThreshold = 0.0,
 ) -> Engine:
-    """Resolve, build and load a preset; fall back to ``embedded`` if its sources cannot load.
+    """The engine of a preset, its specs chosen but nothing fetched or built yet: call :meth:`Engine.build` or
+    :meth:`Engine.build_in_background` (the fallback to ``embedded`` is decided while it fetches).
 
-    ``max_context_chars`` defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on
-    dynamic batching of concurrent requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when
-    to say "no answer" (0, the pipeline rule; a number; or "calibrated").
+    ``preset`` defaults to the device's (:func:`~variants.core.spec.default_preset`); ``max_context_chars``
+    defaults to ``$VARIANTS_MAX_CONTEXT_CHARS`` or 25,000; ``batching`` turns on dynamic batching of concurrent
+    requests (see :mod:`variants.serving.batching`); ``null_threshold`` is when to say "no answer" (0, the
+    pipeline rule; a number; or "calibrated").
     """
-    device, no_gpu = _usable_device(resolve_device(device))
+    device, no_gpu = usable_device(resolve_device(device))
     limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
+    preset = preset or specs.default_preset(device)
     chosen = variant_specs or specs.preset(preset, device, overrides)
     if names:
         chosen = specs.named(chosen, names)
@@ -558,40 +650,9 @@ def load_engine(
     }
     engine = Engine(chosen, preset=preset, **options)
     if fallback and preset != specs.FALLBACK_PRESET and not variant_specs:
-        problem = _first_unavailable(engine)
-        if problem:
-            log.warning("falling back to the embedded preset: %s", problem)
-            fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
-            if names:  # the names were checked against the preset asked for; the fallback keeps those it has
-                fallback_specs = [s for s in fallback_specs if s.name in names]
-            engine = Engine(fallback_specs, preset=specs.FALLBACK_PRESET, **options)
-            engine.notice = (
-                f"The {preset} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
-                f"models are shown instead. {problem}"
-            )
-    if no_gpu:
-        engine.notice = " ".join(filter(None, [no_gpu, engine.notice]))
-    return engine.load(progress)
-
-
-def _usable_device(device: str) -> tuple[str, str]:
-    """``device``, or the CPU with a sentence saying why when CUDA is asked for and torch sees no GPU: every
-    variant then runs on the CPU and the page says so, instead of the PyTorch ones failing while ONNX Runtime's
-    fall back to the CPU on their own."""
-    if not device.startswith("cuda"):
-        return device, ""
-    import torch  # noqa: PLC0415
-
-    if torch.cuda.is_available():
-        return device, ""
-    why = "this PyTorch build has no CUDA" if torch.version.cuda is None else "PyTorch sees no GPU"
-    return "cpu", f"The {device} device was asked for, but {why}: every variant runs on the CPU."
-
-
-def _first_unavailable(engine: Engine) -> str | None:
-    for spec in engine.specs:
-        try:
-            engine.source(spec)
-        except SourceUnavailable as exc:
-            return str(exc)
-    return None
+        fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
+        if names:  # the names were checked against the preset asked for; the fallback keeps those it has
+            fallback_specs = [s for s in fallback_specs if s.name in names]
+        engine.fallback_specs = fallback_specs
+    engine.notice = no_gpu
+    return engine

@@ -70,6 +70,7 @@ class RemoteEngine(Engine):
     def load(self, progress: Progress | None = None) -> RemoteEngine:
         """Ask the backend which variants it serves; a variant it does not serve carries the reason."""
         progress = progress or (lambda _f, _m: None)
+        self.status.begin()
         for i, spec in enumerate(self.specs):
             progress(i / max(1, len(self.specs)), f"Asking {self.backend} for {spec.label}")
             url = self.backend.rstrip("/") + variant_route(spec.name)
@@ -87,6 +88,10 @@ class RemoteEngine(Engine):
                 log.warning("%s", loaded.error)
             loaded.load_seconds = time.perf_counter() - started
             self.variants = {**self.variants, spec.name: loaded}
+            if loaded.error:
+                self.status.failed(spec.name, loaded.error)
+            else:
+                self.status.ready(spec.name)
         progress(1.0, "Ready")
         return self
 

@@ -1,0 +1,179 @@
+"""The page while the variants build: what runs here (model, preset, hardware) above every tab, the build's
+progress step by step, a card for each variant still coming, and the handler a ``gr.Timer`` calls to refresh
+them, all read from the engine's one build state (:class:`variants.serving.build_status.BuildStatus`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from variants.building.replica import LATENCY_ONLY
+from variants.core import config
+from variants.core import spec as specs
+from variants.core.hardware import current_hardware, hardware_label
+from variants.serving.build_status import BUILDING, FAILED, READY, BuildSnapshot, VariantStatus
+from variants.serving.engine import Engine
+
+from .text import esc, notice_html
+
+MODELS = {  # the model a preset runs, in a few words
+    "bert-large": "BERT-large (whole-word masking, SQuAD v2) and its block-pruned x2.63 version",
+    "embedded": "MiniLM-L6 (SQuAD v2, 22 M parameters) and its pruned version, shipped with the app",
+    "bert-large-replica": "a replica of BERT-large and its x2.63 pruned shape",
+}
+OTHER_PRESET = {  # what the other preset would give, for the line that says how to switch
+    "embedded": ("bert-large", "the published BERT-large, about 10 s a short question on 2 CPU cores"),
+    "bert-large": ("embedded", "the small MiniLM, a fraction of a second a question on a CPU"),
+    "bert-large-replica": ("embedded", "the small MiniLM, with real answers"),
+}
+STARTUP_CSS = """
+.qa-header { font-size: 0.92em; line-height: 1.5; padding: 8px 12px; border-radius: 8px;
+  background: var(--background-fill-secondary); overflow-wrap: anywhere; }
+.qa-header code { font-size: 0.95em; }
+.qa-latency-badge { display: inline-block; padding: 0 6px; border-radius: 6px; background: #fef3c7; color: #78350f;
+  font-weight: 600; }
+.qa-build { margin: 6px 0 0; padding-left: 1.2em; }
+.qa-build li { margin: 1px 0; }
+.qa-build .qa-done { color: #15803d; }
+.qa-build .qa-failed { color: #dc2626; }
+.qa-build .qa-now { font-weight: 600; }
+.qa-build-summary.qa-failed { color: #dc2626; }
+.qa-muted { color: var(--body-text-color-subdued); }
+"""
+
+
+def hardware_words(device: str) -> str:
+    """This machine in a few words: the GPU on a CUDA device, else the CPU and its cores."""
+    hw = current_hardware()
+    if device.startswith("cuda") and hw.get("gpu"):
+        return f"GPU: {hw['gpu']}"
+    return f"CPU: {hardware_label(hw, 'cpu')}, no GPU" if not hw.get("gpu") else f"CPU: {hardware_label(hw, 'cpu')}"
+
+
+def seconds_words(seconds: float) -> str:
+    """A duration as a person reads it: "42 s", "3 min 5 s"."""
+    seconds = max(0, round(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
+
+
+def header_html(engine: Engine) -> str:
+    """Above every tab: the model, the preset and the hardware (and for random weights, that only latency means
+    anything), how to switch presets, then the build's progress while it runs."""
+    preset = engine.preset
+    model = MODELS.get(preset) or ", ".join(sorted({s.source for s in engine.specs}))
+    latency_only = any(s.latency_only for s in engine.specs)
+    badge = f' <span class="qa-latency-badge">{esc(LATENCY_ONLY)}</span>' if latency_only else ""
+    line = (
+        f"<b>Model:</b> {esc(model)}{badge} · <b>preset</b> <code>{esc(preset)}</code> · "
+        f"<b>{esc(hardware_words(engine.device))}</b>"
+    )
+    other = OTHER_PRESET.get(preset)
+    if other:
+        line += (
+            f'<br><span class="qa-muted">Another preset: <code>{config.PRESET_ENV}={esc(other[0])}</code> '
+            f"({esc(other[1])}), a variable in the Space's settings.</span>"
+        )
+    return f'<div class="qa-header">{line}{build_html(engine.status.snapshot())}</div>'
+
+
+def build_html(snap: BuildSnapshot) -> str:
+    """The build's progress, one line per variant, while it runs; once it is over, one line (failures named)."""
+    n = len(snap.variants)
+    ready = [v for v in snap.variants if v.state == READY]
+    failed = [v for v in snap.variants if v.state == FAILED]
+    if snap.done:
+        if not failed:
+            return ""
+        why = "; ".join(f"{v.label}: {v.error}" for v in failed)
+        said = f"{len(failed)} of {n} variants failed to build ({why}); the others serve."
+        return f'<div class="qa-build-summary qa-failed">{esc(said)}</div>'
+    if not snap.started:
+        head = f"Starting the build of {n} variants…"
+    else:
+        left = snap.remaining_s()
+        to_go = f", typically about {seconds_words(left)} to go" if left else ""
+        head = f"Building the variants: {len(ready)} of {n} ready, {seconds_words(snap.seconds)} so far{to_go}."
+    items = []
+    if snap.stage:
+        typical = f"; typically about {seconds_words(snap.stage_estimate_s)}" if snap.stage_estimate_s else ""
+        items.append(f'<li class="qa-now">{esc(snap.stage)} ({esc(seconds_words(snap.seconds) + typical)})</li>')
+    items += [f"<li{variant_class(v)}>{esc(variant_line(v))}</li>" for v in snap.variants]
+    note = "Each variant joins the Ask tab's cards when it is ready; Ask answers with those ready meanwhile."
+    return (
+        f'<div class="qa-build-head" id="qa-build"><b>{esc(head)}</b> <span class="qa-muted">{esc(note)}</span>'
+        f'</div><ul class="qa-build">{"".join(items)}</ul>'
+    )
+
+
+def variant_class(v: VariantStatus) -> str:
+    kind = {READY: "qa-done", FAILED: "qa-failed", BUILDING: "qa-now"}.get(v.state, "qa-muted")
+    return f' class="{kind}"'
+
+
+def variant_line(v: VariantStatus) -> str:
+    """One variant's state in words, e.g. "Pruned + ONNX: optimize the ONNX graph (step 3 of 5), 12 s; typically
+    about 1 min 30 s more"."""
+    if v.state == READY:
+        return f"✓ {v.label}: ready ({seconds_words(v.seconds)})"
+    if v.state == FAILED:
+        return f"✗ {v.label}: failed: {v.error}"
+    if v.state == BUILDING:
+        at = v.steps.index(v.step) + 1 if v.step in v.steps else 0
+        of = f" (step {at} of {len(v.steps)})" if at else ""
+        more = f"; typically about {seconds_words(v.estimate_s)} more" if v.estimate_s else ""
+        return f"… {v.label}: {v.step_words()}{of}, {seconds_words(v.step_seconds)}{more}"
+    typical = f" (typically about {seconds_words(v.estimate_s)} to build)" if v.estimate_s else ""
+    return f"· {v.label}: queued{typical}"
+
+
+def building_card_html(spec: specs.VariantSpec, state: VariantStatus | None) -> str:
+    """The card of a variant still building (or failed before it could load): its name and where it stands."""
+    words = variant_line(state).split(": ", 1)[-1] if state else "queued"
+    kind = "error" if state is not None and state.state == FAILED else "building"
+    return (
+        f'<div class="qa-card qa-{kind}" data-variant="{esc(spec.name)}" data-state="{kind}">'
+        f'<div class="qa-head"><span class="qa-title">{esc(specs.short_label(spec.name, spec.label))}</span></div>'
+        f'<div class="qa-answer qa-pending">{esc("building: " + words if kind == "building" else words)}</div></div>'
+    )
+
+
+def coming_html(engine: Engine, names: list[str]) -> str:
+    """One line under the summary naming the chosen variants still building, or ""."""
+    snap = engine.status.snapshot()
+    coming = [v for v in snap.pending if v.name in names]
+    if not coming:
+        return ""
+    listed = ", ".join(f"{v.label} ({v.step_words() or 'queued'})" for v in coming)
+    left = snap.remaining_s()
+    when = f"; all ready in about {seconds_words(left)}" if left else ""
+    said = f"Still building: {listed}{when}. Ask again when they are ready."
+    return f'<div class="qa-summary qa-muted">{esc(said)}</div>'
+
+
+def notice_update(engine: Engine) -> dict:
+    """The fallback banner: shown once the engine has a notice (the fallback is decided while it fetches)."""
+    return gr.update(value=notice_html(engine.notice, "Fallback") if engine.notice else "", visible=bool(engine.notice))
+
+
+def make_header_refresh(engine: Engine) -> Callable[[], tuple]:
+    """The ``gr.Timer`` handler for the header and the fallback banner; the timer stops once the build is over."""
+
+    def refresh() -> tuple:
+        done = engine.status.snapshot().done
+        return header_html(engine), notice_update(engine), gr.Timer(active=not done)
+
+    return refresh
+
+
+def when_changed(engine: Engine, draw: Callable[..., tuple], outputs: int) -> Callable[..., tuple]:
+    """A ``gr.Timer`` handler that calls ``draw(*inputs)`` only when a variant's build state changed since the
+    version it was given (``seen``, kept in a ``gr.State``): (version, *draw's outputs or as many skips)."""
+
+    def refresh(seen: int, *inputs) -> tuple:
+        version = engine.status.snapshot().version
+        if version == seen:
+            return (seen, *[gr.skip()] * outputs)
+        return (version, *draw(*inputs))
+
+    return refresh
