@@ -15,6 +15,7 @@ from variants.serving.engine import Engine
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
+from .announce import QUESTION_ID, announce, live_region
 from .cards import cards_html, summary_html
 from .charts import latency_figure
 from .errors import refused
@@ -276,7 +277,11 @@ def ask_tab(
     above the summary and the cards; after Ask the page scrolls to them if they are below the fold."""
     last = gr.State({})
     question = gr.Textbox(
-        label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
+        label="Question",
+        placeholder="Ask something the passage answers (or not)",
+        max_lines=4,
+        render=False,
+        elem_id=QUESTION_ID,
     )  # rendered in the right column, next to the Ask button; the examples on the left fill it too
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=320):
@@ -348,8 +353,9 @@ def ask_tab(
     cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
     # hidden until the first question: an empty chart is a white box
     chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
+    live_region([submit.click, question.submit])
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
-    gr.on(
+    asked = gr.on(
         [submit.click, question.submit],
         make_ask(engine),
         inputs,
@@ -360,6 +366,7 @@ def ask_tab(
         trigger_mode="always_last",  # a question asked while one runs is answered next, not dropped
         **group,
     )
+    announce(asked)  # a status line, and focus on the results (or the question)
     gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
     gr.on(
         [submit.click, question.submit],
