@@ -107,7 +107,7 @@ def test_keyboard_only_from_the_first_tab_to_the_answers(page) -> None:  # noqa:
     page.wait_for_function(f"() => ({LIVE})().startsWith('Answers are in')")
     assert "of 3 variants answered" in page.evaluate(LIVE)
     assert page.evaluate(FOCUSED) == "qa-summary DIV"  # focus on the results, not left on the Ask button
-    assert page.evaluate(IN_VIEW)
+    page.wait_for_function(IN_VIEW)  # and on screen once the page has scrolled to it
     page.keyboard.press("Tab")
     assert page.evaluate(FOCUSED) == "qa-cards DIV"  # the answers are the next stop
 

@@ -57,7 +57,8 @@ ANSWERED = f"""() => {{
   if (results) {{
     results.setAttribute('tabindex', '-1');
     results.setAttribute('aria-label', 'Results');
-    results.focus();
+    results.focus({{preventScroll: true}});  // the page's own smooth scroll brings it up (an instant one cut it short)
+    if (results.getBoundingClientRect().top < 0) results.scrollIntoView({{behavior: 'smooth', block: 'start'}});
   }}
 }}"""
 REFUSED = f"""() => {{

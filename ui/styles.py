@@ -109,8 +109,9 @@ def table_look(widths: list[str]) -> dict:
 def theme() -> gr.themes.Base:
     """Gradio's Soft theme with colors that meet WCAG AA (4.5:1 for text): Soft's subdued text (gray-400, 2.4:1 on
     its gray page; the cards' captions, the info lines under each control), its labels (indigo-500 on indigo-100,
-    3.6:1) and its white on indigo-500 buttons and ticked radios (4.46:1) are each made darker by a step or two; in
-    dark mode they were already light on dark. The app's own colors are :data:`APP_COLORS`."""
+    3.6:1) and its white on indigo-500 buttons and ticked radios (4.46:1) are each made darker by a step or two; dark
+    mode gets its own values where Soft's fail (links, placeholders; the chosen tab in :data:`APP_COLORS`, with the
+    app's own colors). docs/accessibility.md says how it is checked."""
     return gr.themes.Soft().set(
         body_text_color_subdued="*neutral_600",
         color_accent="*primary_600",  # the chosen tab's name
@@ -121,6 +122,8 @@ def theme() -> gr.themes.Base:
         checkbox_label_background_fill_selected="*primary_600",
         checkbox_label_background_fill_selected_dark="*primary_700",
         input_border_color_focus="*primary_700",
+        input_placeholder_color="*neutral_500",  # placeholders are text too (axe does not check them): 4.8:1
+        input_placeholder_color_dark="*neutral_300",  # on the dark boxes' gray-700 (Soft: gray-500, 2.1:1)
         link_text_color_dark="*secondary_300",  # the download links (indigo-500 on the dark page: 4.0:1)
         link_text_color_hover_dark="*secondary_200",
         link_text_color_visited_dark="*secondary_300",
