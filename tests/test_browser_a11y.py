@@ -35,7 +35,10 @@ GRADIO_KNOWN = {
 # The app's own markup: its HTML blocks' output (Gradio gives each an id "html-…") and the scrollable regions in it.
 APP_OWNED = "[id^='html-'], .qa-scroll, #qa-summary, #qa-cards"
 OWNED = f'(selector) => {{ const e = document.querySelector(selector); return !!(e && e.closest("{APP_OWNED}")); }}'
-TRANSITIONS_OVER = "() => !document.getAnimations().some(a => a instanceof CSSTransition)"  # a tab's color fades in
+TRANSITIONS_OVER = """async () => {  // a tab's color fades in: two frames for it to start, then until it ends
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  return !document.getAnimations().some(a => a instanceof CSSTransition);
+}"""
 LIVE = "() => document.getElementById('qa-live').textContent"
 FOCUSED = "() => { const e = document.activeElement; return (e.closest('[id]') || {}).id + ' ' + e.tagName; }"
 FOCUS_TEXT = "() => { const e = document.activeElement; return e.placeholder || e.innerText.trim(); }"
@@ -76,6 +79,7 @@ def test_no_violation_in_the_apps_html(browser, url: str, squad_file: Path, shot
     report = []
     for tab in TABS:
         view.get_by_role("tab", name=tab).click()
+        view.get_by_role("tab", name=tab, selected=True).wait_for()
         view.locator(".tabitem:visible").first.wait_for()
         view.wait_for_function(TRANSITIONS_OVER)
         found = violations(view)
