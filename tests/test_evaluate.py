@@ -159,7 +159,8 @@ def test_the_tab_handlers_run_a_file_to_its_downloads(engine, csv_file: Path) ->
     assert "Done: 6 of 6 questions" in status
     assert "scored against your answers" in table and "Overlap with baseline" in table
     assert figure.layout.yaxis.title.text == "F1 on your questions (%)" and len(figure.data) >= 3
-    assert Path(answers.value["path"]).read_text(encoding="utf-8").startswith("id,question,gold answers,Baseline")
+    with Path(answers.value["path"]).open(encoding="utf-8", newline="") as handle:
+        assert next(csv.reader(handle))[:4] == ["id", "question", "gold answers", "Baseline"]
     assert Record.load(record.value["path"]).data["n_questions"] == 6
     assert "$ per million" not in table  # no price set: no cost column
     priced = handlers["reprice"](3.6, request)  # the finished run, priced: this run's throughput, the one function

@@ -89,7 +89,7 @@ def test_round_trip_save_load_and_frame(tmp_path):
     record.kind = "quick"
     record.variants[1].latency_only = True
     json_path, csv_path = results.save_record(record, tmp_path)
-    assert csv_path.read_text().startswith("variant,label,short_label,view,threshold,f1,")
+    assert csv_path.read_text().startswith('"variant","label","short_label","view","threshold","f1",')
     (loaded,) = load_records(tmp_path)
     assert loaded.file == json_path.name and loaded.is_quick and loaded.to_dict() == record.to_dict()
     assert "quick run, 501 questions" in loaded.title() and not loaded.noisy

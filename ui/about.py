@@ -9,7 +9,7 @@ from variants.serving.engine import Engine
 
 from . import ROOT
 from .startup import variant_line
-from .text import esc, fmt_mb, fmt_params, runtime_line
+from .text import esc, fmt_mb, fmt_params, runtime_line, scroll_region
 
 
 def shown_source(source: str) -> str:
@@ -106,10 +106,13 @@ def about_html(engine: Engine) -> str:
         "choice away in the Ask tab. Only the model underneath changes.</p>"
         f"<p>{esc(serving_line(engine))}</p>"
         # a phone scrolls the table sideways, not the page (it is wider than a phone's 390 px)
-        '<div style="overflow-x:auto"><table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th>'
-        "<th>Build steps</th><th>Runs on (device · provider · precision), size</th><th>Load / build time</th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-        f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
+        + scroll_region(
+            '<table class="qa-about"><thead><tr><th>Variant</th><th>What it is</th>'
+            "<th>Build steps</th><th>Runs on (device · provider · precision), size</th><th>Load / build time</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>",
+            "The variants, how each is built and what it runs on",
+        )
+        + f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
     )
 
 

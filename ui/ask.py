@@ -20,6 +20,7 @@ from variants.serving.limits import MAX_RUNS, request_rule
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
+from .announce import QUESTION_ID, announce, live_region
 from .cards import cards_html, summary_html
 from .charts import latency_figure
 from .errors import log_refusal, refused
@@ -326,7 +327,11 @@ def ask_tab(
     (each joins when it is ready)."""
     last = gr.State({})
     question = gr.Textbox(
-        label="Question", placeholder="Ask something the passage answers (or not)", max_lines=4, render=False
+        label="Question",
+        placeholder="Ask something the passage answers (or not)",
+        max_lines=4,
+        render=False,
+        elem_id=QUESTION_ID,
     )  # rendered in the right column, next to the Ask button; the examples on the left fill it too
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=320):
@@ -400,8 +405,9 @@ def ask_tab(
     chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
     if page is not None:
         share_controls(engine, page, context, question, extra, leave_out, rule, margin)
+    live_region([submit.click, question.submit])
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
-    gr.on(
+    asked = gr.on(
         [submit.click, question.submit],
         make_ask(engine, line),
         inputs,
@@ -412,6 +418,7 @@ def ask_tab(
         trigger_mode="always_last",  # a question asked while one runs is answered next, not dropped
         **group,
     )
+    announce(asked)  # a status line, and focus on the results (or the question)
     gr.on([submit.click, question.submit], None, js=SCROLL_TO_RESULTS, api_visibility="private", queue=False)
     gr.on(
         [submit.click, question.submit],

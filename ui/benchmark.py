@@ -15,6 +15,7 @@ import gradio as gr
 
 from variants.answering.timing import busy
 from variants.building.replica import LATENCY_ONLY
+from variants.core import safe_csv
 from variants.core.hardware import hardware_label
 from variants.core.squad import load_squad_json
 from variants.records import results
@@ -329,7 +330,7 @@ def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = (record.created or time.strftime("%Y%m%dT%H%M%S")).replace(":", "").replace(" ", "_")
     path = folder / f"benchmark-{record.preset or 'preset'}-{stamp}-{view}.csv"
-    frame.to_csv(path, index=False)
+    safe_csv.write_frame(frame, path)  # a record's labels and names can be a visitor's text (a Hub model id)
     return str(path)
 
 

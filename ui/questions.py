@@ -23,6 +23,7 @@ from typing import Any
 import gradio as gr
 
 from variants.core.question_files import Limits, QuestionFileError, QuestionSet, parse_questions, read_questions
+from variants.core.safe_csv import NO_ANSWER
 from variants.records.results import records_to_frame
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
 from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, ModelLine, Refused, RunBook, excerpt
@@ -31,7 +32,7 @@ from .charts import accuracy_figure, no_answer_floor
 from .cost_view import cost_cell, costs_by_variant, usd_per_hour
 from .errors import log_refusal, refused
 from .styles import html_block
-from .text import esc, fmt_ms
+from .text import esc, fmt_ms, scroll_region
 
 MAX_BYTES = 5_000_000  # a file's size
 MAX_ROWS = 2_000  # questions per run
@@ -155,8 +156,12 @@ def scores_html(scores: list[Any], labelled: bool, costs: dict[str, Any] | None 
     if busy:  # the timing rule's flag: no speedup on this table or its chart is to be trusted
         caption += "; the machine was busy while timing, so the times and speedups are unreliable: run it again"
     return (  # a phone scrolls the table sideways, not the page
-        f'<div class="qa-muted">{esc(caption)}</div><div style="overflow-x:auto"><table class="qa-about" '
-        f'id="questions-table"><thead><tr><th>Variant</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        f'<div class="qa-muted">{esc(caption)}</div>'
+        + scroll_region(
+            f'<table class="qa-about" id="questions-table"><thead><tr><th>Variant</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>",
+            "Scores per variant",
+        )
     )
 
 
@@ -199,15 +204,21 @@ def disagreements_html(run: Any | None) -> str:
     head = f"<th>Question</th>{gold}" + "".join(f"<th>{esc(labels[n])}</th>" for n in names)
     body = []
     for r in rows[:SHOWN_DISAGREEMENTS]:
-        answer = " | ".join(dict.fromkeys(r["gold"])) or "(no answer)"  # SQuAD repeats an answer per annotator
-        cells = "".join(f"<td>{esc(r['answers'].get(n) or '(no answer)')}</td>" for n in names)
+        answer = " | ".join(dict.fromkeys(r["gold"])) or NO_ANSWER  # SQuAD repeats an answer per annotator
+        cells = "".join(f"<td>{esc(r['answers'].get(n) or NO_ANSWER)}</td>" for n in names)
         body.append(f"<tr><td>{esc(r['question'])}</td>{f'<td>{esc(answer)}</td>' if gold else ''}{cells}</tr>")
     more = len(rows) - SHOWN_DISAGREEMENTS
     tail = f'<div class="qa-muted">… and {more:,} more in the answers CSV.</div>' if more > 0 else ""
     title = f"{len(rows):,} of {run.position:,} questions got different answers"
     return (
-        f'<div class="qa-muted">{esc(title)}</div><div style="overflow:auto; max-height:560px"><table class="qa-about" '
-        f'id="questions-disagree"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{tail}'
+        f'<div class="qa-muted">{esc(title)}</div>'
+        + scroll_region(
+            f'<table class="qa-about" id="questions-disagree"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>",
+            "Questions with different answers",
+            "overflow:auto; max-height:560px",
+        )
+        + tail
     )
 
 

@@ -77,6 +77,13 @@ def count(value) -> str:
         return "?"
 
 
+def scroll_region(inner: str, label: str, style: str = "") -> str:
+    """``inner`` (HTML) in a box that scrolls sideways on a phone: a focusable, named region, so that a keyboard
+    can scroll it and a screen reader says what it holds (WCAG 2.1.1; axe's ``scrollable-region-focusable``)."""
+    extra = f' style="{esc(style)}"' if style else ""
+    return f'<div class="qa-scroll" role="region" tabindex="0" aria-label="{esc(label)}"{extra}>{inner}</div>'
+
+
 def notice_html(notice: str, heading: str = "Note") -> str:
     """A banner in plain words with the technical reason one click away: the first sentence of ``notice`` is
     what happened, the rest (an exception's message, a command to run) goes in a closed <details>."""

@@ -18,7 +18,6 @@ waits for one chunk, not the run.
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import sys
 import time
@@ -32,6 +31,7 @@ from variants.benchmarking.accuracy import agreement, decisions, fill_accuracy
 from variants.benchmarking.bench import compare, fill_latency, make_record, variant_runners
 from variants.benchmarking.options import METHOD, Options, Runner
 from variants.cli import add_model_arguments, engine_from_args
+from variants.core import safe_csv
 from variants.core.question_files import QuestionSet, read_questions
 from variants.core.squad import QAExample, compute_f1, normalize_answer
 from variants.records.record import Record
@@ -284,25 +284,21 @@ class Evaluation:
 
     def write_answers_csv(self, path: str | Path) -> Path:
         """One row per question answered: id, question, the gold answers (where given), then each variant's
-        answer and its milliseconds; "" is "no answer"."""
-        path = Path(path)
+        answer (:data:`~variants.core.safe_csv.NO_ANSWER` where it found none, as the page says) and its
+        milliseconds; every cell neutralized (:mod:`variants.core.safe_csv`: a visitor's text is never a formula)."""
         answers, labels = self.answers(), {e.variant: e.short_label for e in self.entries}
         times = {name: dict(zip(t.preds, t.times_ms, strict=False)) for name, t in self.timings.items()}
         names = [r.name for r in self.runners if r.name in answers]
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            gold = ["gold answers"] if self.questions.labelled else []
-            writer.writerow(
-                ["id", "question", *gold, *[f"{labels[n]}{suffix}" for n in names for suffix in ("", " ms")]]
-            )
-            for e in self.done:
-                cells = []
-                for n in names:
-                    ms = times[n].get(e.id)
-                    cells += [answers[n].get(e.id, ""), "" if ms is None else f"{ms:.2f}"]
-                golds = [" | ".join(e.answers)] if self.questions.labelled else []
-                writer.writerow([e.id, e.question, *golds, *cells])
-        return path
+        gold = ["gold answers"] if self.questions.labelled else []
+        rows = [["id", "question", *gold, *[f"{labels[n]}{suffix}" for n in names for suffix in ("", " ms")]]]
+        for e in self.done:
+            cells = []
+            for n in names:
+                ms = times[n].get(e.id)
+                cells += [safe_csv.answer_cell(answers[n].get(e.id)), None if ms is None else round(ms, 2)]
+            golds = [" | ".join(e.answers) or safe_csv.NO_ANSWER] if self.questions.labelled else []
+            rows.append([e.id, e.question, *golds, *cells])
+        return safe_csv.write_rows(path, rows)
 
 
 def evaluate(

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from variants.core import safe_csv
 from variants.core.hardware import current_hardware, device_kind, hardware_label, same_cpu_generation
 from variants.core.spec import ASSETS
 from variants.records.record import OPTIMUM_INT8, VIEWS, Record, VariantEntry, as_record
@@ -240,5 +241,5 @@ def save_record(record: Record, folder: str | Path) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.csv`` (one row per entry and view) into ``folder``."""
     json_path = record.save(folder)
     csv_path = json_path.with_suffix(".csv")
-    records_to_frame([record], view=None).to_csv(csv_path, index=False)
+    safe_csv.write_frame(records_to_frame([record], view=None), csv_path)  # a model id or name is a visitor's text
     return json_path, csv_path
