@@ -43,6 +43,9 @@ from variants.serving.guard import ModelLine, RunBook
 
 RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
 CONCURRENCY_GROUP = "models"  # every handler that runs a model shares this queue group
+# gradio queue places beyond twice the line: /answer calls pass through gradio's queue before their line refuses
+# them, and a burst of them (five at once with --max-queue 1 in test_faults) filled a queue of 2 * max_queue
+BACKSTOP = 64
 
 
 def build_demo(
@@ -60,7 +63,8 @@ def build_demo(
     latencies shown; with the engine's dynamic batching on, as many as make a batch), and at most
     ``max_queue`` requests wait. The Ask tab's questions and ``/answer`` take turns in one line of that length
     (:class:`~variants.serving.guard.ModelLine`), which tells a question that finds it full how long to wait;
-    gradio's own queue, which cannot say so, holds twice as many as a backstop. ``allow_custom_models`` adds
+    gradio's own queue, which cannot say so, is a backstop with room for a burst of calls that have not reached the
+    line yet (``BACKSTOP``), so the line's sentence is what a visitor reads. ``allow_custom_models`` adds
     "Try your own model" (absent otherwise)."""
     quiet_known_warnings()
     results_dir = results_dir or config.results_dir()
@@ -113,7 +117,7 @@ def build_demo(
         # its own group, not limited by gradio: each call waits in ``line`` (async), refused there when it is full
         gr.api(make_answer_api(engine, line), api_name="answer", concurrency_id="answer-api", concurrency_limit=None)
         gr.api(make_evaluate_api(engine, Evaluation, runs, line), api_name="evaluate", **group)
-    demo.queue(max_size=2 * max_queue, default_concurrency_limit=concurrency_limit)
+    demo.queue(max_size=2 * max_queue + BACKSTOP, default_concurrency_limit=concurrency_limit)
     return demo
 
 

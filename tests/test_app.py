@@ -152,7 +152,7 @@ def test_model_handlers_share_one_concurrency_group(engine) -> None:
     # /answer waits in the app's model line (with the Ask tab's questions), which says how long to wait when full
     answer = next(fn for fn in demo.fns.values() if fn.api_name == "answer")
     assert answer.concurrency_limit is None and answer.concurrency_id != app.CONCURRENCY_GROUP
-    assert demo._queue.max_size == 10  # a backstop: the line of 5 refuses first, saying how long to wait
+    assert demo._queue.max_size == 10 + app.BACKSTOP  # a backstop: the line of 5 refuses first, saying how long to wait
 
 
 # --- the Ask handler --------------------------------------------------------------------------------
