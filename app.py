@@ -106,7 +106,8 @@ def build_demo(
             api_visibility="private",
         )
         seen = gr.State(-1)
-        timer.tick(
+        gr.on(  # on load too: a page opened after the build (the timer has stopped by then)
+            [demo.load, timer.tick],
             when_changed(engine, lambda: (about_html(engine),), 1),
             [seen],
             [seen, about],

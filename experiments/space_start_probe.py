@@ -99,6 +99,8 @@ def ask_in_page(page, example: str | None, context: str | None, timeout_s: float
         page.get_by_label("Context").fill(context)
         page.get_by_placeholder("Ask something the passage answers").fill("Who designed the harbour wall?")
     page.wait_for_timeout(300)
+    # mark the last question's cards stale: the page redraws them with this question's states
+    page.evaluate("() => document.querySelectorAll('#qa-cards .qa-card').forEach(c => { c.dataset.state = 'stale'; })")
     clicked = time.monotonic()
     page.get_by_role("button", name="Ask every variant").click()
     first = every = None
@@ -183,8 +185,15 @@ def main(argv: list[str] | None = None) -> int:
                     args.quick = 50
                 other.get_by_role("button", name="Run quick benchmark").click()
                 time.sleep(3)
+                status = "#bench-quick-status"
+                before = other.locator(status).inner_text()
                 during = [ask_in_page(page, EXAMPLES[0], None, args.timeout_s) for _ in range(3)]
-                record["ask_during_quick_benchmark"] = {"quick_questions": args.quick, "waits": during}
+                record["ask_during_quick_benchmark"] = {
+                    "quick_questions": args.quick,
+                    "waits": during,
+                    "benchmark_status_before": before,
+                    "benchmark_status_after": other.locator(status).inner_text(),
+                }
                 other.get_by_role("button", name="Stop").first.click()
             browser.close()
         pairs = {

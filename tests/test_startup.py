@@ -297,3 +297,7 @@ def test_the_page_builds_from_the_specs_before_any_variant_is_built(tiny_qa_dir:
     assert "Run quick benchmark" in by_id["bench-header"].value
     row = by_id["bench-scatter"].parent.parent  # the row of the two charts
     assert isinstance(row, gr.Row) and row.visible is False and by_id["bench-seqlen"].parent.parent is row
+    # a page opened after the build (its timer already stopped) redraws the cards and About on load
+    on_load = [fn for fn in demo.fns.values() if any(event == "load" for _block, event in fn.targets)]
+    redrawn = {getattr(out, "elem_id", None) for fn in on_load for out in fn.outputs}
+    assert "qa-cards" in redrawn  # they were left saying "building: queued" for good

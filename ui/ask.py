@@ -431,7 +431,9 @@ def ask_tab(
     rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
     if timer is not None:  # the variants build in the background: each card joins when its variant is ready
         seen = gr.State(-1)
-        timer.tick(
+        # on the page's load too: a page opened after the build sees the ready cards (the timer has stopped by then)
+        gr.on(
+            [page.load, timer.tick] if page is not None else [timer.tick],
             when_changed(engine, make_reselect(engine), 3),
             [seen, extra, last, leave_out],
             [seen, cards, summary, chart],
