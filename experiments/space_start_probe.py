@@ -41,9 +41,9 @@ OWN = (
     "a lottery. The light was automated in 1994 and is now watched from a station forty kilometres to the south. "
     "Visitors climb 117 steps to the gallery, from where the islands of the bay can be seen on a clear day. "
 )
-ANSWERED = """() => {
+ANSWERED = """() => {  // a card "timing" has its answer and is being timed
   const cards = [...document.querySelectorAll('#qa-cards .qa-card')];
-  return {done: cards.filter(c => ['done', 'error'].includes(c.dataset.state)).length, all: cards.length,
+  return {done: cards.filter(c => ['timing', 'done', 'error'].includes(c.dataset.state)).length, all: cards.length,
           live: (document.getElementById('qa-live') || {}).textContent || ''};
 }"""
 

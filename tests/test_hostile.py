@@ -363,3 +363,17 @@ def test_a_chunk_of_a_long_run_waits_for_a_question_in_the_line_and_is_never_ref
     asker.join(10)
     assert chunk_ran.wait(10)  # then it runs, never refused
     chunk.join(10)
+
+
+def test_each_refused_v1_call_logs_one_line(client, caplog: pytest.LogCaptureFixture) -> None:
+    """A 422 (a non-finite threshold), a 413 (a body over the limit) and a 404 (an unknown variant, excerpted): one
+    line each in the log, no traceback."""
+    caplog.set_level(logging.WARNING)
+    ok = {"question": "Where is Paris?", "context": "Paris is in France."}
+    assert client.post("/v1/answer", json={**ok, "null_threshold": "Infinity"}).status_code == 422
+    big = b'{"question": "q", "context": "' + b"a" * (MAX_BODY_BYTES + 10) + b'"}'
+    assert client.post("/v1/answer", content=big, headers={"content-type": "application/json"}).status_code == 413
+    assert client.post("/v1/answer", json={**ok, "variant": "x" * 100_000}).status_code == 404
+    lines = one_line_each(caplog, 3)
+    assert [line.split(" refused (")[1][:3] for line in lines] == ["422", "413", "404"]
+    assert all(len(line) < 400 for line in lines)  # an excerpt, never the input

@@ -21,6 +21,7 @@ is read whole, and no refusal quotes more than a short excerpt of the input (:cl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from variants.serving.outcome import VariantResult
 
 PREFIX = "/v1"
+log = logging.getLogger(__name__)
 
 
 class AnswerRequest(BaseModel):
@@ -165,13 +167,28 @@ class GuardedRoute(APIRoute):
                 )
             length = request.headers.get("content-length", "")
             if length.isdigit() and int(length) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": too_large_words()}, status_code=413)
+                return refused(request, 413, too_large_words())
             try:
                 return await handler(CappedRequest(request.scope, request.receive))
             except RequestValidationError as exc:
-                return JSONResponse({"detail": validation_detail(exc)}, status_code=422)
+                return refused(request, 422, validation_detail(exc))
+            except HTTPException as exc:
+                if 400 <= exc.status_code < 500 and exc.status_code != 429:
+                    log_refused(request, exc.status_code, str(exc.detail))
+                raise
 
         return guarded
+
+
+def log_refused(request: Request, status: int, detail: str) -> None:
+    """One line for a refused /v1 call (no traceback, the detail already excerpted); a full line's 429s are not
+    logged one by one (a flood would write thousands: the reply's Retry-After is the record)."""
+    log.warning("%s %s refused (%d): %s", request.method, request.url.path, status, detail)
+
+
+def refused(request: Request, status: int, detail: str) -> JSONResponse:
+    log_refused(request, status, detail)
+    return JSONResponse({"detail": detail}, status_code=status)
 
 
 def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
