@@ -97,7 +97,8 @@ FALLBACK_PRESET = "embedded"
 
 def default_preset(device: str) -> str:
     """The preset used when none is named: the published BERT-large on a CUDA device, the embedded MiniLM on
-    the CPU, where BERT-large takes 10 s for a short passage and 29 s for a long one on 2 cores (docs/deploy.md).
+    the CPU, where BERT-large takes 4 s for a short passage and 12 s for a long one on 2 cores, its baseline 8.6 s
+    to give a long one's first answer (docs/usage.md#start-up-on-a-space).
     ``VARIANTS_PRESET`` (or ``--preset``) names the other."""
     return GPU_PRESET if device.startswith("cuda") else CPU_PRESET
 
