@@ -131,10 +131,14 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     assert page.locator("#bench-scatter .scatterlayer .trace").count() == 8  # and the always-"no answer" line
     assert "always “no answer”: 50.0" in page.locator("#bench-scatter .annotation-text").all_text_contents()
     assert "threshold" in page.locator("#bench-table thead").inner_text()  # it differs by variant in this view
+    # no price until one is picked or typed: the view changed above, and nothing says the machine is free
+    assert page.locator("#bench-price-usd input").input_value() == ""
+    assert "free" not in page.locator("#bench-cost-note").inner_text()
+    assert "$ per million answers" not in page.locator("#bench-table thead").inner_text()
     page.locator("#bench-price-choice input").click()  # a published price of this record's hardware (a CPU)
     page.get_by_role("option", name="CPU Upgrade (8 vCPU, 32 GB): $0.03/hour").click()
-    page.locator("#bench-header").get_by_text("a million answers").wait_for()  # the headline says the cost
-    assert "$ per million answers" in page.locator("#bench-table thead").inner_text()
+    page.locator("#bench-table thead").get_by_text("$ per million answers").wait_for()  # the table prices it
+    assert "cost $" in page.locator("#bench-header").inner_text()  # and the headline says the cost
     assert page.locator("#bench-price-usd input").input_value() == "0.03"
     page.screenshot(path=str(shots / "benchmark.png"), full_page=True)
     page.get_by_role("tab", name="About").click()

@@ -559,7 +559,7 @@ def benchmark_tab(
     def pick(machine: str | None, usd):
         """A published price fills the box; "my own" leaves it as it is."""
         found = picked_price(machine)
-        return usd if found is None else found
+        return usd if found is None else f"{found:g}"
 
     def list_records(show_older: bool, key: str | None, runs: list[Record]) -> gr.Dropdown:
         entries = choices_for(stored, runs or [], show_older)

@@ -27,7 +27,10 @@ PRICE_INFO = (
 
 
 def usd_per_hour(value) -> float | None:
-    """The number box's value as dollars per hour; None where empty, negative or not a number."""
+    """The price box's value as dollars per hour ("0.03", "$0.03" or a number); None where empty, negative or not
+    a number."""
+    if isinstance(value, str):
+        value = value.strip().removeprefix("$").strip()
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -51,7 +54,7 @@ def machine_name(record: Record | None, price: float | None, key: str | None) ->
     return found.name if found is not None and price is not None and found.usd_per_hour == price else ""
 
 
-def price_controls(record: Record | None) -> tuple[gr.Dropdown, gr.Number]:
+def price_controls(record: Record | None) -> tuple[gr.Dropdown, gr.Textbox]:
     """The chooser of published prices and the number box (empty by default), side by side."""
     with gr.Row(equal_height=True, elem_id="bench-price"):
         choice = gr.Dropdown(
@@ -63,16 +66,14 @@ def price_controls(record: Record | None) -> tuple[gr.Dropdown, gr.Number]:
             min_width=240,
             elem_id="bench-price-choice",
         )
-        price = gr.Number(
-            None,
-            label="Dollars per hour",
-            info=PRICE_INFO,
-            minimum=0,
-            scale=1,
-            min_width=160,
-            elem_id="bench-price-usd",
-        )
+        price = price_box("Dollars per hour", PRICE_INFO, "bench-price-usd", scale=1, min_width=160)
     return choice, price
+
+
+def price_box(label: str, info: str, elem_id: str, **layout) -> gr.Textbox:
+    """A box for dollars per hour, empty by default (no cost shown). A text box, not gr.Number: gradio 6's number
+    box shows an empty value as 0 and sends 0 with the next event, which read as "this machine is free"."""
+    return gr.Textbox("", label=label, info=info, placeholder="e.g. 0.03", max_lines=1, elem_id=elem_id, **layout)
 
 
 def with_costs(frame, record: Record | None, price: float | None):

@@ -29,7 +29,7 @@ from variants.serving.engine import MAX_QUESTION_CHARS, Engine
 from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, ModelLine, Refused, RunBook, excerpt
 
 from .charts import accuracy_figure, no_answer_floor
-from .cost_view import cost_cell, costs_by_variant, usd_per_hour
+from .cost_view import cost_cell, costs_by_variant, price_box, usd_per_hour
 from .errors import log_refusal, refused
 from .styles import html_block
 from .text import esc, fmt_ms, scroll_region
@@ -462,16 +462,15 @@ def questions_tab(
     with gr.Row():
         run = gr.Button("Run every variant on my questions", variant="primary", scale=3)
         stop = gr.Button("Stop", variant="stop", scale=1)
-    price = gr.Number(
-        None,
-        label="Dollars per hour of this machine (optional)",
-        info="Adds what a million answers cost at this run's throughput; the Benchmark tab lists published prices.",
-        minimum=0,
-        elem_id="questions-price",
+    price = price_box(
+        "Dollars per hour of this machine (optional)",
+        "Adds what a million answers cost at this run's throughput; the Benchmark tab lists published prices.",
+        "questions-price",
     )
     status = html_block(status_html(None), elem_id="questions-status")
     table = html_block("", elem_id="questions-scores")
-    plot = gr.Plot(accuracy_figure(None), show_label=False, elem_id="questions-chart")
+    # hidden until a run: before it, an empty chart would only be a box saying there is nothing yet
+    plot = gr.Plot(accuracy_figure(None), show_label=False, elem_id="questions-chart", visible=False)
     with gr.Accordion("Where the variants disagree", open=True):
         disagree = html_block("", elem_id="questions-disagreements")
     with gr.Row():
@@ -487,6 +486,7 @@ def questions_tab(
         "score the same way. While a run goes, questions on the Ask tab take their turn between its chunks."
     )
     tick = gr.Number(0, visible=False, elem_id="questions-tick")
+    run.click(lambda: gr.Plot(visible=True), None, [plot], queue=False, api_visibility="private")
     run.click(
         handlers["begin"],
         [file, pasted, names, tick],
