@@ -25,7 +25,7 @@ from variants.building import replica
 from variants.building.build import VariantBuilder
 from variants.core import config
 from variants.core import spec as specs
-from variants.serving.build_status import BUILDING, FAILED, QUEUED, READY, STEP_SECONDS, BuildStatus
+from variants.serving.build_status import BUILDING, FAILED, FETCH_SECONDS, QUEUED, READY, STEP_SECONDS, BuildStatus
 from variants.serving.engine import prepare_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,12 +98,13 @@ def test_the_build_shows_as_lines_with_steps_elapsed_time_and_an_estimate() -> N
     clock.now += 12
     html = build_html(status.snapshot())
     assert "0 of 6 ready, 12 s so far" in html
-    assert "random weights here (no download) (12 s; typically about 50 s)" in html
+    assert f"random weights here (no download) (12 s; typically about {FETCH_SECONDS['bert-large-replica']} s)" in html
     status.stage("")
     status.step("pruned-onnx-opt", "optimize")
-    clock.now += 65
+    clock.now += 5
     html = build_html(status.snapshot())
-    assert "optimize the ONNX graph (step 3 of 4), 1 min 5 s; typically about 7 s more" in html
+    more = large["optimize"] - 5 + large["warmup"]
+    assert f"optimize the ONNX graph (step 3 of 4), 5 s; typically about {more} s more" in html
     assert "queued (typically about" in html
 
 

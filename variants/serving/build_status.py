@@ -33,15 +33,16 @@ STEP_WORDS = {
     "fp16": "convert to FP16",
     "warmup": "warm up",
 }
-# Typical seconds per step on a 2-core CPU (AMD EPYC, measured at cold start: issue 68's replica start and the
-# embedded preset's), by model size: "large" is BERT-large (the published models and the replica), "small" the
-# embedded MiniLM. The fetch stage: the replica's random weights made here; the Hub download is not estimated
-# (it depends on the network) but shows its progress.
+# Typical seconds per step on a 2-core CPU (a quiet AMD EPYC family 25, cold starts with an empty folder:
+# experiments/records/space/app-*-cold-*.log), by model size: "large" is BERT-large (the published models and the
+# replica), "small" the embedded MiniLM; FP16 is a GPU step, not measured there. A busy machine or a slower Space
+# takes longer. The fetch stage: the replica's random weights made here; the Hub download is not estimated (it
+# depends on the network) but shows its progress.
 STEP_SECONDS = {
-    "large": {"load": 12, "compact": 8, "export": 25, "optimize": 69, "int8": 39, "fp16": 20, "warmup": 3},
-    "small": {"load": 1, "compact": 1, "export": 3, "optimize": 2, "int8": 2, "fp16": 2, "warmup": 1},
+    "large": {"load": 1, "compact": 1, "export": 9, "optimize": 13, "int8": 9, "fp16": 20, "warmup": 1},
+    "small": {"load": 1, "compact": 1, "export": 2, "optimize": 2, "int8": 2, "fp16": 2, "warmup": 1},
 }
-FETCH_SECONDS = {"bert-large-replica": 50}
+FETCH_SECONDS = {"bert-large-replica": 15}
 
 
 def variant_steps(spec: specs.VariantSpec) -> tuple[str, ...]:
