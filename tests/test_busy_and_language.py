@@ -121,11 +121,11 @@ def test_a_busy_clock_flags_the_runs_the_engine_times(engine, monkeypatch) -> No
         now[0] += 0.001  # each reading: 1 ms more on a CPU and 2 ms more waiting for one
         return now[0], 2 * now[0]
 
-    monkeypatch.setattr("variants.serving.engine.cpu_clock", waiting_clock)
+    monkeypatch.setattr("variants.serving.asking.cpu_clock", waiting_clock)
     monkeypatch.setattr(timing, "cpu_clock", waiting_clock)
     results = engine.ask(QUESTION, CONTEXT, rule=TimingRule(runs=2, budget_s=None))
     assert all(r.busy and r.stretch == pytest.approx(3.0) for r in results)
-    monkeypatch.setattr("variants.serving.engine.cpu_clock", lambda: (time.process_time(), None))
+    monkeypatch.setattr("variants.serving.asking.cpu_clock", lambda: (time.process_time(), None))
     monkeypatch.setattr(timing, "cpu_clock", lambda: (time.process_time(), None))
     results = engine.ask(QUESTION, CONTEXT, rule=TimingRule(runs=2, budget_s=None))
     assert not any(r.busy for r in results) and all(r.stretch is None for r in results)
