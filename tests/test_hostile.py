@@ -5,10 +5,12 @@ never a traceback in the log; bounded bodies, lines and runs; runs bound to the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -211,8 +213,11 @@ def test_answer_never_replies_with_bare_infinity(engine) -> None:
 # --- A4, A5: bounded lines that say how long to wait ----------------------------------------------------------
 
 
-def test_a_full_line_refuses_at_once_with_how_long_to_wait() -> None:
-    line = ModelLine(slots=1, max_waiting=1, name="question")
+@contextlib.contextmanager
+def a_full_line(name: str = "request") -> Iterator[tuple[ModelLine, threading.Event]]:
+    """A line of one slot, held by a question in another thread, with its one waiting place reserved: full. Yields
+    the line and the event that lets the question end."""
+    line = ModelLine(slots=1, max_waiting=1, name=name)
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -224,13 +229,19 @@ def test_a_full_line_refuses_at_once_with_how_long_to_wait() -> None:
     holder.start()
     assert entered.wait(30)
     line.reserve()  # a question validated for the page's queue holds the one place
-    with pytest.raises(Refused) as refused:
+    try:
+        yield line, release
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def test_a_full_line_refuses_at_once_with_how_long_to_wait() -> None:
+    with a_full_line("question") as (line, _release), pytest.raises(Refused) as refused:
         line.reserve()
     assert refused.value.status == 429 and refused.value.retry_after >= 1
     assert str(refused.value).startswith("The app is busy: 1 question is waiting for the models")
     assert "try again in about" in str(refused.value)
-    release.set()
-    holder.join(30)
 
 
 def test_v1_requests_past_the_line_get_429_with_retry_after(engine) -> None:
@@ -337,32 +348,20 @@ def test_an_excerpt_is_short_and_escaped() -> None:
 def test_a_chunk_of_a_long_run_waits_for_a_question_in_the_line_and_is_never_refused() -> None:
     """A Your questions chunk or a quick-benchmark chunk takes a turn in the models' line (queued_turn): it does not
     run beside an Ask question or an /answer call, and a full line does not refuse it (its run was admitted)."""
-    line = ModelLine(slots=1, max_waiting=1)
-    entered, release = threading.Event(), threading.Event()
+    with a_full_line() as (line, release):
+        assert line.full()  # another question would be refused
+        chunk_ran = threading.Event()
 
-    def question() -> None:
-        with line.turn():
-            entered.set()
-            release.wait(10)
+        def chunk_turn() -> None:
+            with line.queued_turn():
+                chunk_ran.set()
 
-    asker = threading.Thread(target=question)
-    asker.start()
-    assert entered.wait(10)
-    line.reserve()  # the line is now full: another question would be refused
-    assert line.full()
-    chunk_ran = threading.Event()
-
-    def chunk_turn() -> None:
-        with line.queued_turn():
-            chunk_ran.set()
-
-    chunk = threading.Thread(target=chunk_turn)
-    chunk.start()
-    assert not chunk_ran.wait(0.3)  # it waits for the question's turn to end
-    release.set()
-    asker.join(10)
-    assert chunk_ran.wait(10)  # then it runs, never refused
-    chunk.join(10)
+        chunk = threading.Thread(target=chunk_turn)
+        chunk.start()
+        assert not chunk_ran.wait(0.3)  # it waits for the question's turn to end
+        release.set()
+        assert chunk_ran.wait(10)  # then it runs, never refused
+        chunk.join(10)
 
 
 def test_each_refused_v1_call_logs_one_line(client, caplog: pytest.LogCaptureFixture) -> None:
