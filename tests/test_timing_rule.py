@@ -22,8 +22,8 @@ from ui.cards import card_html, size_words, speed_words, summary_html
 from ui.charts import latency_figure
 from variants.answering.timing import SERVED, TimingRule, same_size, size_ratio, speedup, spread
 from variants.cli import ask_main
+from variants.serving.guard import MAX_BUDGET_S, MAX_RUNS, request_rule
 from variants.serving.http import create_app
-from variants.serving.limits import MAX_BUDGET_S, MAX_RUNS, request_rule
 from variants.serving.outcome import VariantResult, busy_words
 
 HEADLINE = ["baseline", "pruned", "pruned-onnx-opt-int8"]

@@ -15,8 +15,7 @@ from variants.building import custom
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
-from variants.serving.guard import ModelLine, Refused
-from variants.serving.limits import MAX_RUNS, request_rule
+from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE

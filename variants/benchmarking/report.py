@@ -13,24 +13,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from pathlib import Path
 
 from ui.benchmark import DEFAULT_VIEW
 from ui.report import Examples, benchmark_report, engine_examples
+from variants.benchmarking.cli import price_argument
+from variants.records.cost import check_price, find_price
 from variants.records.record import SHOWN_VIEWS, Record
 from variants.serving.engine import load_engine
 
 log = logging.getLogger(__name__)
-
-
-def price(text: str) -> float:
-    """An argparse type: dollars per hour, a finite number, 0 or more."""
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"a price per hour is a number of dollars, 0 or more, not {text}")
-    return value
 
 
 def examples_for(record: Record, device: str) -> Examples:
@@ -53,15 +46,23 @@ def main(argv: list[str] | None = None) -> int:
         "--view", choices=SHOWN_VIEWS, default=DEFAULT_VIEW, help="which accuracy, as the tab's control (default: "
         "the answerable questions at threshold 0)"
     )  # fmt: skip
-    parser.add_argument("--price", type=price, default=None, metavar="USD_PER_HOUR",
-                        help="dollars per hour of the machine the record was measured on: the cost per million "
-                        "answers")  # fmt: skip
+    parser.add_argument("--price", type=price_argument, default=None, metavar="USD_PER_HOUR",
+                        help="dollars per hour of the machine the record was measured on, or a published machine "
+                        "as bench takes it (cpu-upgrade): the cost per million answers")  # fmt: skip
     parser.add_argument("--no-examples", action="store_true", help="leave out the example questions (no models)")
     parser.add_argument("--device", default="cpu", help="where the example questions are answered (default cpu)")
     args = parser.parse_args(argv)
     record = Record.load(args.record)
+    price = args.price
+    if isinstance(price, str):  # a published machine, as bench takes it: refused for hardware the record did not run on
+        machine = find_price(price)
+        try:
+            check_price(machine, record)
+        except ValueError as exc:
+            parser.error(str(exc))
+        price = machine.usd_per_hour
     examples = None if args.no_examples else examples_for(record, args.device)
-    html = benchmark_report(record, args.view, examples=examples, price=args.price)
+    html = benchmark_report(record, args.view, examples=examples, price=price)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")

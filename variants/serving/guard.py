@@ -3,8 +3,13 @@ how many requests wait for the models and how long, and who owns a run.
 
 The handlers (``POST /v1/answer``, the gradio ``/answer`` and ``/evaluate`` APIs, the tabs) ask here and turn a
 :class:`Refused` into their own kind of answer (an HTTP status, a ``gr.Error``, a message under a box); none of
-them counts or times on its own. (The model time of one request, its runs and budget, is the timing rule's:
-:mod:`variants.answering.timing`.)
+them counts or times on its own.
+
+- :func:`request_rule`: the most one request may ask of the models, the same caps for every caller (the Ask
+  tab's settings, the gradio ``/answer`` API, ``POST /v1/answer`` and its Ray Serve routes): at most
+  :data:`MAX_RUNS` timed runs per variant and :data:`MAX_BUDGET_S` seconds of budget, a budget of 0 or none being
+  the cap, never "unbounded". With the timing rule's own bound (the budget plus one run per variant,
+  :class:`~variants.answering.timing.TimingRule`), that bounds the model time of any one request.
 
 - :class:`ModelLine`: requests that wait for the models, in a line of their own with a bounded length; one more
   is refused at once, saying how long to wait, instead of waiting in the server's shared thread pool.
@@ -28,10 +33,14 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from variants.answering.timing import SERVED, TimingRule
+
+MAX_RUNS = 20  # timed runs per variant one request may ask for (the Ask tab's slider goes this far)
+MAX_BUDGET_S = 30.0  # seconds of model time one request's timed runs may take (the default is 12 s)
 MAX_BODY_BYTES = 1_000_000  # POST /v1/answer: a 25,000-character passage in JSON is ~0.1 MB
 EXCERPT_CHARS = 60  # the most of an input a refusal quotes back
 MAX_WAITING = 32  # requests waiting for the models in one line; one more is refused with how long to wait
-MAX_RUNS = 2  # /evaluate runs (the tab's and the API's together) going on in the app at once, one per session
+MAX_LONG_RUNS = 2  # /evaluate runs (the tab's and the API's together) going on in the app at once, one per session
 RUN_IDLE_S = 120.0  # a run whose owner has not asked for a chunk this long is dropped (its page closed)
 RUN_LIFE_S = 900.0  # and any run is dropped this long after it started, however it is kept alive
 
@@ -206,7 +215,7 @@ class RunBook:
     browser session, or an API client's session), each found only by its owner; a run not asked for in
     ``idle_s`` or older than ``life_s`` is dropped."""
 
-    def __init__(self, max_runs: int = MAX_RUNS, idle_s: float = RUN_IDLE_S, life_s: float = RUN_LIFE_S) -> None:
+    def __init__(self, max_runs: int = MAX_LONG_RUNS, idle_s: float = RUN_IDLE_S, life_s: float = RUN_LIFE_S) -> None:
         self.max_runs, self.idle_s, self.life_s = max_runs, idle_s, life_s
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
@@ -263,3 +272,31 @@ class RunBook:
         with self._lock:
             self._prune(time.monotonic())
             return len(self._going())
+
+
+# --- what one request may ask of the models ---------------------------------------------------------
+
+
+def request_rule(runs: int, budget_s: float | None, warmup: bool = True) -> TimingRule:
+    """The timing rule a request asks for, within the caps: runs above :data:`MAX_RUNS` and a budget above
+    :data:`MAX_BUDGET_S`, 0 or none are capped (the rule's ``note`` says so where it changed what was asked);
+    ``ValueError`` for what no rule can mean (runs below 1, a negative or not-a-number budget).
+
+    One run without a warm-up is the request as served (:data:`~variants.answering.timing.SERVED`): no
+    budget to cap, it times every variant's one answer.
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, not {runs}")
+    if budget_s is not None and (math.isnan(budget_s) or budget_s < 0):
+        raise ValueError(f"budget_s must be 0 or more seconds, not {budget_s}")
+    if runs == 1 and not warmup:
+        return SERVED
+    notes = []
+    if runs > MAX_RUNS:
+        notes.append(f"runs capped at {MAX_RUNS} ({runs} asked)")
+    if budget_s and budget_s > MAX_BUDGET_S:
+        notes.append(f"budget capped at {MAX_BUDGET_S:g} s ({budget_s:g} asked)")
+    elif not budget_s:
+        notes.append(f"budget: the {MAX_BUDGET_S:g} s cap (no limit asked)")
+    budget = min(budget_s, MAX_BUDGET_S) if budget_s else MAX_BUDGET_S  # 0 or none: the most allowed
+    return TimingRule(runs=min(runs, MAX_RUNS), budget_s=budget, warmup=warmup, note="; ".join(notes))

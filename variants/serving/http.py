@@ -7,7 +7,7 @@ one variant through the engine (the one decoding path) and returns its answer an
 It times by the engine's one rule (:class:`~variants.answering.timing.TimingRule`) with one run and no
 warm-up by default (:data:`~variants.answering.timing.SERVED`: each request as it is served, which is what
 served-latency and load measurements time from the client); ``runs``, ``budget_s`` and ``warmup`` ask
-for the Ask tab's timing instead, within the caps every caller has (:mod:`variants.serving.limits`).
+for the Ask tab's timing instead, within the caps every caller has (:func:`variants.serving.guard.request_rule`).
 One request at a time runs on the models, as the Gradio app's default
 concurrency does (parallel runs on a few cores would distort each other's latency); the others wait in a
 bounded line of their own (:class:`~variants.serving.guard.ModelLine`), not in the server's shared thread pool,
@@ -33,8 +33,16 @@ from pydantic import BaseModel, Field
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 from variants.answering.timing import SERVED, TimingRule
-from variants.serving.guard import MAX_BODY_BYTES, MAX_WAITING, ModelLine, Refused, excerpt
-from variants.serving.limits import MAX_BUDGET_S, MAX_RUNS, request_rule
+from variants.serving.guard import (
+    MAX_BODY_BYTES,
+    MAX_BUDGET_S,
+    MAX_RUNS,
+    MAX_WAITING,
+    ModelLine,
+    Refused,
+    excerpt,
+    request_rule,
+)
 
 if TYPE_CHECKING:
     from variants.serving.engine import Engine
@@ -213,7 +221,7 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
             raise HTTPException(404, f"No variant {excerpt(name)}; loaded: {', '.join(sorted(engine.variants))}.")
         try:
             threshold = request_threshold(request)
-            rule = request_rule(request.runs, request.budget_s, request.warmup)  # capped (variants.serving.limits)
+            rule = request_rule(request.runs, request.budget_s, request.warmup)  # capped (guard.request_rule)
         except (InputError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
         try:

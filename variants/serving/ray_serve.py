@@ -41,8 +41,8 @@ from variants.answering.timing import SERVED, TimingRule
 from variants.core import config
 from variants.core import spec as specs
 from variants.serving.engine import Engine, load_engine
+from variants.serving.guard import request_rule
 from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse, answer_response, request_threshold
-from variants.serving.limits import request_rule
 from variants.serving.remote import variant_route as route
 
 try:  # the whole module is Ray's; nothing else in variants imports it, so Ray stays optional
