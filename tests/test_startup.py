@@ -116,10 +116,10 @@ def gated(engine, name: str) -> threading.Event:
     gate = threading.Event()
     build = engine._builder.build
 
-    def slow_build(spec, progress):
+    def slow_build(spec, progress, **kw):
         if spec.name == name:
             assert gate.wait(120), "the test never opened the gate"
-        return build(spec, progress)
+        return build(spec, progress, **kw)
 
     engine._builder.build = slow_build
     return gate
@@ -188,10 +188,10 @@ gate = Path(sys.argv[1])
 build = VariantBuilder.build
 
 
-def slow_build(self, spec, progress):
+def slow_build(self, spec, progress, **kw):
     while not gate.exists():
         time.sleep(0.05)
-    return build(self, spec, progress)
+    return build(self, spec, progress, **kw)
 
 
 VariantBuilder.build = slow_build
