@@ -219,8 +219,11 @@ def prepare_models(args: argparse.Namespace) -> Engine:
 
 
 def serve_address(args: argparse.Namespace) -> tuple[str, int]:
+    """Where to serve: ``--host``/``--port``; on a Space 0.0.0.0:7860, where it routes visitors (gradio's own
+    ``GRADIO_SERVER_NAME``/``GRADIO_SERVER_PORT`` move it, as for a stand-in Space on a shared machine)."""
     if config.on_space():
-        return "0.0.0.0", 7860
+        host = config.env_text("GRADIO_SERVER_NAME") or "0.0.0.0"
+        return host, port_number(config.env_text("GRADIO_SERVER_PORT") or "7860")
     return args.host, args.port
 
 
