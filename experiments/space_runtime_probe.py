@@ -3,8 +3,8 @@
 A Space runs ``python app.py`` as uid 1000 with ``SYSTEM=spaces``, ``SPACE_ID`` (and ``SPACE_AUTHOR_NAME``,
 ``SPACE_REPO_NAME``, ``SPACE_HOST``), ``HF_HOME`` in the home folder, and its persistent storage on ``/data``. This
 probe (run as root) does the same through ``runuser``: a home, a private temporary folder and a stand-in for
-``/data`` (``VARIANTS_SPACE_STORAGE``) made for the user, the shipped MiniLM pair placed in the stand-in's Hub cache
-as a first start's download leaves it (the Hub is out of reach here: ``HF_HUB_OFFLINE=1``), and the app started
+``/data`` (``VARIANTS_SPACE_STORAGE``) made for the user, the shipped MiniLM baseline placed in the stand-in's Hub
+cache as a first start's download leaves it (the Hub is out of reach here: ``HF_HUB_OFFLINE=1``), and the app started
 ``--starts`` times, each until its build is over and its page answers. The record: each start's log (and whether it
 holds a traceback), what came from the caches, and who owns what was written.
 
@@ -29,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "records" / "space"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-MODELS = {"someone/minilm-squad2": "minilm-squad2", "someone/minilm-squad2-pruned": "minilm-squad2-pruned"}
+# The shipped baseline as a Hub model; the pruned one stays a folder (it keeps its embeddings by reference to
+# ../minilm-squad2, a path a Hub snapshot does not have).
+MODELS = {"someone/minilm-squad2": "minilm-squad2"}
 SPACE = "someone/qa-variants"
 
 
@@ -62,7 +64,6 @@ def space_environment(work: Path, user: pwd.struct_passwd, port: int) -> dict[st
         "GRADIO_SERVER_PORT": str(port),
         "VARIANTS_PRESET": "embedded",
         "VARIANTS_BASELINE": "someone/minilm-squad2",
-        "VARIANTS_PRUNED": "someone/minilm-squad2-pruned",
     }
 
 
