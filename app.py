@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
             print(port_message(host, port), file=sys.stderr)  # taken meanwhile
             return 2
         print(launch_message(f"http://{host}:{port}/", None), flush=True)
-        engine.build_in_background()  # (a Space never has --backend: it loads the models here)
+        if not args.backend:
+            engine.build_in_background()
         server.join()
         return 0
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
