@@ -7,6 +7,7 @@ models."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from app_helpers import free_port
+from app_helpers import CONTEXT, QUESTION, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -42,8 +43,11 @@ def clean_environment(tmp: Path) -> dict[str, str]:
     return {**env, "HOME": str(tmp / "home"), "TMPDIR": str(tmp / "tmp"), "HF_HUB_OFFLINE": "1"}
 
 
-def run_until_built(args: list[str], env: dict[str, str], log_path: Path, port: int, timeout: float = 600) -> str:
-    """Start ``python app.py ARGS``, wait for the page and the build's last line, stop it; returns its log."""
+def run_until_built(
+    args: list[str], env: dict[str, str], log_path: Path, port: int, timeout: float = 600, check=None
+) -> str:
+    """Start ``python app.py ARGS``, wait for the page and the build's last line, call ``check(url)``, stop it;
+    returns its log."""
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [sys.executable, "app.py", *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -63,10 +67,25 @@ def run_until_built(args: list[str], env: dict[str, str], log_path: Path, port: 
             text = log_path.read_text()
             assert proc.poll() is None, text
             assert page and "build over: 2 of 2 variants ready" in text, text
+            if check is not None:
+                check(f"http://127.0.0.1:{port}/")
         finally:
             proc.terminate()
             proc.wait(30)
     return log_path.read_text()
+
+
+def answers(url: str) -> None:
+    """The page served the Space's way (mounted, its own server) answers through gradio's API and the lean route."""
+    from gradio_client import Client  # noqa: PLC0415 - a dev dependency
+
+    results = Client(url, verbose=False).predict(CONTEXT, QUESTION, api_name="/answer")
+    assert {r["variant"] for r in results} == {"baseline", "pruned-onnx"}
+    assert all("error" in r and r["error"] is None and r["latency_ms"] > 0 for r in results), results
+    body = json.dumps({"question": QUESTION, "context": CONTEXT, "variant": "baseline"}).encode()
+    request = urllib.request.Request(url + "v1/answer", body, {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        assert reply.status == 200 and json.load(reply)["variant"] == "baseline"
 
 
 def test_as_a_space_it_keeps_the_hub_cache_and_the_artifacts_on_its_storage(
@@ -91,7 +110,7 @@ def test_as_a_space_it_keeps_the_hub_cache_and_the_artifacts_on_its_storage(
         "VARIANTS_PRUNED": "someone/tiny-pruned",
         "VARIANTS_NAMES": "baseline,pruned-onnx",
     }
-    first = run_until_built([], env, tmp_path / "first.log", port)
+    first = run_until_built([], env, tmp_path / "first.log", port, check=answers)
     for text in (first,):
         assert "Traceback" not in text and "spaces package" not in text, text
     assert f"Hub downloads in {hub}; kept across restarts in {data}" in first
