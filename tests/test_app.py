@@ -506,8 +506,10 @@ def test_examples() -> None:
 
 
 def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("VARIANTS_PRESET", "VARIANTS_BASELINE", "VARIANTS_PRUNED", "SPACE_ID", "VARIANTS_NAMES"):
+    for key in ("VARIANTS_PRESET", "VARIANTS_BASELINE", "VARIANTS_PRUNED", "SPACE_ID", "VARIANTS_NAMES", "SYSTEM"):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_PORT", raising=False)
     args = app.parse_args([])
     assert args.preset is None and args.port == 7860 and args.concurrency == 1
     assert app.serve_address(args) == ("127.0.0.1", 7860)
@@ -519,6 +521,8 @@ def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert app.parse_args(["--preset", "bert-large"]).preset == "bert-large"  # flags win over env
     monkeypatch.setenv("SPACE_ID", "someone/qa-variants")
     assert app.serve_address(args) == ("0.0.0.0", 7860)
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7871")  # gradio's own variable moves a stand-in Space
+    assert app.serve_address(args) == ("0.0.0.0", 7871)
 
 
 def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

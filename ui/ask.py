@@ -12,6 +12,7 @@ import gradio as gr
 from variants.answering.qa import InputError, parse_null_threshold
 from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS
 from variants.building import custom
+from variants.core import config
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
@@ -408,7 +409,8 @@ def ask_tab(
     # hidden until the first question: an empty chart is a white box
     chart = gr.Plot(latency_figure(snap, headline), show_label=False, elem_id="latency-chart", visible=False)
     if page is not None:
-        share_controls(engine, page, context, question, extra, leave_out, rule, margin)
+        share_controls(engine, page, context, question, extra, leave_out, rule, margin,
+                       asked=[submit.click, question.submit], space_page=config.space_page())  # fmt: skip
     live_region([submit.click, question.submit])
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     asked = gr.on(

@@ -69,13 +69,22 @@ def header_html(snap: Snapshot) -> str:
         f"<b>Model:</b> {esc(model)}{badge} · <b>preset</b> <code>{esc(preset)}</code> · "
         f"<b>{esc(hardware_words(snap.device))}</b>"
     )
-    other = OTHER_PRESET.get(preset)
-    if other:
-        line += (
-            f'<br><span class="qa-muted">Another preset: <code>{config.PRESET_ENV}={esc(other[0])}</code> '
-            f"({esc(other[1])}), a variable in the Space's settings.</span>"
-        )
+    line += preset_hint(snap)
     return f'<div class="qa-header">{line}{build_html(snap.build)}</div>'
+
+
+def preset_hint(snap: Snapshot) -> str:
+    """The header's line on how to switch presets, in the host's terms (a Space's variables, else the option or
+    the variable); none where it would suggest the preset already asked for (set, and fallen back from)."""
+    other = OTHER_PRESET.get(snap.preset)
+    if not other or other[0] in (snap.fallback_from, config.env_text(config.PRESET_ENV)):
+        return ""
+    setting = f"<code>{config.PRESET_ENV}={esc(other[0])}</code>"
+    if config.on_space():
+        how = f"{setting} ({esc(other[1])}), a variable in the Space's Settings → Variables and secrets."
+    else:
+        how = f"<code>--preset {esc(other[0])}</code> or {setting} ({esc(other[1])})."
+    return f'<br><span class="qa-muted">Another preset: {how}</span>'
 
 
 def build_html(snap: BuildSnapshot) -> str:

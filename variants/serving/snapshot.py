@@ -62,13 +62,15 @@ class VariantView:
 @dataclass(frozen=True)
 class Snapshot:
     """Every variant in chain order, built or not (:class:`VariantView`), the build's progress, and what the
-    engine runs here (``preset``, ``device``, ``notice``: e.g. the fallback to the embedded preset)."""
+    engine runs here (``preset``, ``device``, ``notice``: e.g. the fallback to the embedded preset, and the
+    preset it fell back from)."""
 
     variants: tuple[VariantView, ...]
     build: BuildSnapshot = NO_BUILD
     preset: str = ""
     device: str = "cpu"
     notice: str = ""
+    fallback_from: str = ""  # the preset asked for, when the build fell back from it
 
     def view(self, name: str) -> VariantView | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -95,6 +97,7 @@ def take(
     device: str = "cpu",
     notice: str = "",
     results: Mapping[str, VariantResult] | None = None,
+    fallback_from: str = "",
 ) -> Snapshot:
     """A snapshot of ``chain`` (specs in order) with the loaded variants by name (any loaded one not in the
     chain follows it) and the build's snapshot."""
@@ -102,5 +105,5 @@ def take(
     named = {s.name for s in chain}
     chain += [v.spec for name, v in loaded.items() if name not in named]
     views = tuple(VariantView.of(s, loaded.get(s.name), build.state(s.name)) for s in chain)
-    snap = Snapshot(views, build, preset, device, notice)
+    snap = Snapshot(views, build, preset, device, notice, fallback_from)
     return snap.with_results(results) if results else snap
