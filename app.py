@@ -37,6 +37,7 @@ from variants.building import custom
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
 from variants.core.spec import short_label
+from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
 from variants.serving.guard import ModelLine, RunBook
@@ -178,6 +179,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --backend: run this page itself as a Ray Serve deployment of N replicas at /demo on the running "
         "Ray cluster (the one `python -m variants serve --ray` started), instead of serving it here",
     )
+    parser.add_argument(
+        "--trusted-proxy",
+        default=None,
+        metavar="ADDRESSES",
+        help="proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the visitor, as uvicorn's "
+        f"--forwarded-allow-ips (env {config.TRUSTED_PROXIES_ENV}; on a Space its own proxy; default none: the "
+        "header changes nothing)",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -256,7 +265,7 @@ def backend_app(argv: list[str]) -> FastAPI:
     demo = build_demo(
         engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
     )
-    app = FastAPI()
+    app = FastAPI(**edge.app_kwargs(demo))
     app.include_router(serve.router(engine))
     return gr.mount_gradio_app(app, demo, path="/", **launch_style())
 
@@ -306,12 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         max_custom_mb=custom_mb,
     )
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
+    edge.trust_proxies(config.trusted_proxies(args.trusted_proxy))  # who the visitor is, read at launch
     try:  # quiet: gradio's own lines would tell a visitor to set share=True in launch(); ours name --share
         demo.launch(
             server_name=host,
             server_port=port,
             share=args.share,
-            app_kwargs={"routes": lean},
+            app_kwargs=edge.app_kwargs(demo, lean),  # every route behind the edge's limits
             quiet=True,
             prevent_thread_lock=True,
             **launch_style(),

@@ -31,6 +31,10 @@ MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
+TRUSTED_PROXIES_ENV = "VARIANTS_TRUSTED_PROXIES"
+# a Space's own proxy reaches the app from the Space's private network; walking X-Forwarded-For from the right past
+# these, the first address is the one the proxy saw, so entries a client wrote itself (on the left) are never read
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0/8,::1,fc00::/7"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -102,6 +106,19 @@ def env_choice(name: str, choices: Sequence[str], default: str, environ: Mapping
 def on_space(environ: Mapping[str, str] | None = None) -> bool:
     """Running on a Hugging Face Space (it sets ``SPACE_ID``)."""
     return env_text("SPACE_ID", environ) is not None
+
+
+def trusted_proxies(option: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The proxies whose ``X-Forwarded-For`` names the visitor, as uvicorn's ``forwarded-allow-ips`` takes them
+    (addresses or networks, comma-separated; "" for none): ``--trusted-proxy``, else ``VARIANTS_TRUSTED_PROXIES``,
+    else on a Hugging Face Space (``SYSTEM=spaces`` or ``SPACE_ID`` set) its own proxy's networks
+    (:data:`SPACE_PROXIES`), else none: without a named proxy the header changes nothing."""
+    named = option if option is not None else env_text(TRUSTED_PROXIES_ENV, environ)
+    if named is not None:
+        return "" if named.strip().lower() in ("", "none", "0") else named.strip()
+    if env_text("SYSTEM", environ) == "spaces" or on_space(environ):
+        return SPACE_PROXIES
+    return ""
 
 
 def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
