@@ -55,9 +55,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(demo, trusted_proxies: str = "") -> Iterator[str]:
+def running(demo, trusted_proxies: str = "", routes: list | None = None) -> Iterator[str]:
     """Serve ``demo`` on a free localhost port in background threads as app.py does (every route behind the edge,
-    the forwarded address read from ``trusted_proxies`` only); yields its URL."""
+    ``routes`` beside the page, the forwarded address read from ``trusted_proxies`` only); yields its URL."""
     from ui.styles import launch_style  # noqa: PLC0415
     from variants.serving import edge  # noqa: PLC0415
 
@@ -69,7 +69,7 @@ def running(demo, trusted_proxies: str = "") -> Iterator[str]:
             server_port=free_port(),
             prevent_thread_lock=True,
             quiet=True,
-            app_kwargs=edge.app_kwargs(demo),
+            app_kwargs=edge.app_kwargs(demo, routes),
             **launch_style(),
         )
     finally:

@@ -189,7 +189,7 @@ class Edge:
             route, name = call.groups()
             if route in ("call", "call/v2") and "session_hash" in payload:
                 return 422, (
-                    f"/gradio_api/{route}/{excerpt(name)} takes only data (its event id is its session); to keep a "
+                    f"/gradio_api/{route}/{name if len(name) < 60 else excerpt(name)} takes only data (its event id is its session); to keep a "
                     "session across calls, send session_hash to /gradio_api/queue/join."
                 )
             endpoint = self.endpoints().get(name)

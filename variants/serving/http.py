@@ -120,6 +120,7 @@ REFUSALS: dict[int | str, dict] = {  # what the routes really answer besides 200
     408: {"model": Refusal, "description": "The body did not arrive in time"},
 }
 ANSWER_REFUSALS: dict[int | str, dict] = REFUSALS | {
+    400: {"model": Refusal, "description": "The body could not be read (not UTF-8)"},
     404: {"model": Refusal, "description": "No such variant"},
     422: {"model": Refusal, "description": "Not a valid request: what is wrong, in one sentence"},
     429: {"model": Refusal, "description": "The line for the models is full: try again later", "headers": RETRY_AFTER},
@@ -246,8 +247,7 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
             for v in engine.loaded
         ]
 
-    @api.post("/answer", response_model=AnswerResponse, responses=ANSWER_REFUSALS)
-    async def answer(request: model, http: Request) -> AnswerResponse:  # type: ignore[valid-type]
+    async def answer(request: AnswerRequest, http: Request) -> AnswerResponse:
         name = request.variant or default_variant(engine)
         if name not in engine.variants:
             raise HTTPException(404, f"No variant {excerpt(name)}; loaded: {', '.join(sorted(engine.variants))}.")
@@ -272,6 +272,9 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
     ) -> VariantResult:
         engine.check_input(request.question, request.context)  # tokenizes a long question: in the turn's thread
         return engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
+
+    answer.__annotations__["request"] = model  # the server's context limit, in the document too
+    api.post("/answer", response_model=AnswerResponse, responses=ANSWER_REFUSALS)(answer)
 
     return api
 
