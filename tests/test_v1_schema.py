@@ -97,7 +97,7 @@ def test_the_refusals_the_generator_does_not_reach_match_the_document(engine, do
         matches(document, "/v1/answer", "post", wrong_method)
         matches(document, "/v1/variants", "get", client.post("/v1/variants"))
         long = client.post("/v1/answer", json={"question": "q" * 1_001, "context": CONTEXT})
-        assert long.status_code == 422 and "1000 characters" in long.json()["detail"]
+        assert long.status_code == 422 and "question" in long.json()["detail"]
         matches(document, "/v1/answer", "post", long)
 
 

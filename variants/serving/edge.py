@@ -188,9 +188,10 @@ class Edge:
         if call:
             route, name = call.groups()
             if route in ("call", "call/v2") and "session_hash" in payload:
+                shown = name if len(name) < 60 else excerpt(name)
                 return 422, (
-                    f"/gradio_api/{route}/{name if len(name) < 60 else excerpt(name)} takes only data (its event id is its session); to keep a "
-                    "session across calls, send session_hash to /gradio_api/queue/join."
+                    f"/gradio_api/{route}/{shown} takes only data (its event id is its session); to keep a session "
+                    "across calls, send session_hash to /gradio_api/queue/join."
                 )
             endpoint = self.endpoints().get(name)
         else:

@@ -55,9 +55,13 @@ PREFIX = "/v1"
 
 
 class AnswerRequest(BaseModel):
-    question: str = Field(max_length=MAX_QUESTION_CHARS, description="at most 1,000 characters")
+    # the limits are stated here and refused by the engine's one input check (Engine.check_input), whose sentences
+    # also name what pydantic's string check would not (a lone surrogate, a blank question)
+    question: str = Field(
+        json_schema_extra={"maxLength": MAX_QUESTION_CHARS}, description=f"at most {MAX_QUESTION_CHARS:,} characters"
+    )
     context: str = Field(
-        max_length=config.MAX_CONTEXT_CHARS,
+        json_schema_extra={"maxLength": config.MAX_CONTEXT_CHARS},
         description=f"the passage, at most {config.MAX_CONTEXT_CHARS:,} characters (the server's setting)",
     )
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
@@ -133,7 +137,8 @@ def request_model(max_context_chars: int) -> type[AnswerRequest]:
     """:class:`AnswerRequest` with the server's context limit (``--max-context-chars``), so the document says it."""
     if max_context_chars == config.MAX_CONTEXT_CHARS:
         return AnswerRequest
-    context = (str, Field(max_length=max_context_chars, description=f"at most {max_context_chars:,} characters"))
+    limit = {"maxLength": max_context_chars}
+    context = (str, Field(json_schema_extra=limit, description=f"at most {max_context_chars:,} characters"))
     return create_model("AnswerRequest", __base__=AnswerRequest, context=context)
 
 
