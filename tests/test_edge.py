@@ -155,6 +155,17 @@ def test_a_short_list_to_an_event_of_the_page_is_refused_before_gradio_prints_a_
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_wrong_kind_of_value_to_an_event_of_the_page_is_refused(url, capfd) -> None:
+    """The examples' event takes an index (an integer): a text there made gradio print a 40-line traceback."""
+    config = httpx.get(url + "/config", timeout=60).json()
+    example = next(d for d in config["dependencies"] if d.get("api_name") == "load_example")
+    for value in ("x", {"a": 1}, True):
+        body = {"fn_index": example["id"], "session_hash": "s", "data": [value]}
+        reply = httpx.post(url + "/gradio_api/queue/join", json=body, timeout=60)
+        assert reply.status_code == 422 and "should be a JSON integer" in reply.json()["detail"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_an_unknown_event_stream_ends_without_a_traceback(url, capfd, caplog) -> None:
     caplog.set_level(logging.WARNING)
     reply = httpx.get(url + "/gradio_api/call/answer/no-such-event", timeout=60)

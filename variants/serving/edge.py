@@ -165,7 +165,7 @@ class Edge:
             found: dict[str, Endpoint] = {}
             for index, fn in self.blocks.fns.items():
                 info = named.get(f"/{fn.api_name}", {}) if fn.api_name else {}
-                endpoint = Endpoint(fn.api_name or f"fn_index {index}", len(fn.inputs), fn.fn, info)
+                endpoint = Endpoint(fn.api_name or f"fn_index {index}", fn.inputs, fn.fn, info)
                 found[f"fn:{index}"] = endpoint
                 if fn.api_name:
                     found[fn.api_name] = endpoint
@@ -204,18 +204,48 @@ class Edge:
         return endpoint.check(payload["data"])
 
 
-class Endpoint:
-    """One event handler of the page: its name, how many inputs it takes, and for the app's own ``gr.api``
-    endpoints the type of each (from its handler's hints)."""
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
 
-    def __init__(self, name: str, inputs: int, fn: Callable | None, info: dict) -> None:
-        self.name, self.inputs = name, inputs
+
+def json_kind(value: Any, schema: Any) -> bool:
+    """Whether ``value`` is of the JSON type ``schema`` names at its top (``type``, or any of ``anyOf``/``oneOf``);
+    a schema that names none, and a null (an empty box sends one), pass. Only the kind: a component's own
+    preprocessing judges the rest."""
+    if value is None or not isinstance(schema, dict):
+        return True
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(branches, list):
+        return any(json_kind(value, b) for b in branches)
+    kinds = JSON_TYPES.get(schema["type"]) if isinstance(schema.get("type"), str) else None
+    if kinds is None:
+        return True
+    if isinstance(value, bool) and bool not in kinds:
+        return False  # JSON's true is no number
+    return isinstance(value, kinds) or (schema["type"] == "integer" and isinstance(value, float) and value.is_integer())
+
+
+class Endpoint:
+    """One event handler of the page: its name and inputs. The app's own ``gr.api`` endpoints are checked by their
+    handler's hints (pydantic, lax: "5" for an int passes, as the handler reads it); the page's events by the JSON
+    type each input component publishes (its ``api_info``), so gradio's preprocessing is not handed a dict for a
+    text box."""
+
+    def __init__(self, name: str, inputs: list, fn: Callable | None, info: dict) -> None:
+        self.name, self.inputs = name, len(inputs)
         self.parameters = [p.get("parameter_name") or p.get("label", "") for p in info.get("parameters", [])]
         self.api = bool(info.get("parameters")) and all(p.get("component") == "Api" for p in info["parameters"])
         self.types: dict[str, TypeAdapter] = {}
         if self.api and fn is not None:
             hints = typing.get_type_hints(inspect.unwrap(fn))
             self.types = {p: TypeAdapter(hints[p]) for p in self.parameters if p in hints}
+        self.kinds = [] if self.api else [component_schema(c) for c in inputs]
 
     def check(self, data: list) -> tuple[int, str] | None:
         named = f" ({', '.join(self.parameters)})" if self.parameters else ""
@@ -230,7 +260,20 @@ class Endpoint:
             except ValidationError as exc:
                 why = exc.errors()[0].get("msg", "invalid") if exc.errors() else "invalid"
                 return 422, f"/{self.name}'s {name}: {why} (got {excerpt(value)})."
+        for index, (schema, value) in enumerate(zip(self.kinds, data, strict=False)):
+            if not json_kind(value, schema):
+                kind = schema.get("type") if isinstance(schema.get("type"), str) else "another kind"
+                return 422, f"/{self.name}'s input {index + 1} should be a JSON {kind}, not {excerpt(value)}."
         return None
+
+
+def component_schema(component: Any) -> dict:
+    """The JSON schema a component publishes for its value ({} when it publishes none)."""
+    try:
+        schema = component.api_info()
+    except Exception:  # a component without one (gradio's layout blocks): nothing to check
+        return {}
+    return schema if isinstance(schema, dict) else {}
 
 
 def log_refused(request: Request, status: int, detail: str) -> None:
