@@ -56,6 +56,8 @@ ENVIRONMENT: dict[str, str] = {
     CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
     MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
+    TRUSTED_PROXIES_ENV: "app: proxies whose X-Forwarded-For names the visitor, as uvicorn's forwarded-allow-ips "
+    "(--trusted-proxy; default none, on a Space its own proxy)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
