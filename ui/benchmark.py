@@ -4,7 +4,6 @@ newest GPU record (:mod:`ui.gpu_view`), read once when the page is built."""
 
 import logging
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -43,6 +42,7 @@ from .cost_view import (
     with_costs,
 )
 from .cost_view import usd_per_hour as read_price
+from .files import new_folder
 from .gpu_view import gpu_section, newest_gpu_bench
 from .headline import headline_html
 from .questions import Runs, status_html
@@ -323,11 +323,10 @@ def table_label(view: str) -> str:
 
 
 def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
-    """The record's per-variant rows as a CSV file in the temp folder (served by the download button)."""
+    """The record's per-variant rows as a CSV file in this process's temporary folder (the download button's)."""
     if frame is None or not len(frame):
         return None
-    folder = Path(tempfile.gettempdir()) / "qa-variants"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = new_folder("benchmark-")
     stamp = (record.created or time.strftime("%Y%m%dT%H%M%S")).replace(":", "").replace(" ", "_")
     path = folder / f"benchmark-{record.preset or 'preset'}-{stamp}-{view}.csv"
     safe_csv.write_frame(frame, path)  # a record's labels and names can be a visitor's text (a Hub model id)

@@ -12,7 +12,6 @@ it, a few on the app at once, idle ones dropped.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -31,6 +30,7 @@ from variants.serving.guard import MAX_FILE_BYTES, RUN_IDLE_S, RUN_LIFE_S, Model
 from .charts import accuracy_figure, no_answer_floor
 from .cost_view import cost_cell, costs_by_variant, price_box, usd_per_hour
 from .errors import log_refusal, refused
+from .files import new_folder
 from .styles import html_block
 from .text import esc, fmt_ms, scroll_region
 
@@ -224,7 +224,7 @@ def disagreements_html(run: Any | None) -> str:
 
 def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
     """The answers CSV and the run's record (JSON: the Benchmark tab shows it from its records folder)."""
-    folder = Path(tempfile.mkdtemp(prefix="questions-"))
+    folder = new_folder("questions-")
     record = record or run.record()
     json_path = record.save(folder)
     csv_path = run.write_answers_csv(folder / f"{json_path.stem}-answers.csv")

@@ -44,7 +44,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
-from variants.serving.guard import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_FILE_BODY_BYTES, excerpt
+from variants.serving.guard import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_FILE_BODY_BYTES, excerpt
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -322,6 +322,19 @@ def app_kwargs(blocks: Any = None, routes: list | None = None) -> dict[str, Any]
     if routes is not None:
         kwargs["routes"] = routes
     return kwargs
+
+
+def server_options(trusted: str) -> dict[str, Any]:
+    """uvicorn's settings for a server of the app's own (the Space's path, ``app.serve_mounted``): the forwarded
+    address read from ``trusted`` only; at most :data:`~variants.serving.guard.MAX_CONNECTIONS` connections (or
+    requests in flight) at once, one more answered 503 at once by uvicorn; an idle keep-alive connection closed
+    after 5 s. (Gradio's ``launch`` takes none of these: there, only the proxies, by :func:`trust_proxies`.)"""
+    return {
+        "proxy_headers": True,
+        "forwarded_allow_ips": trusted,
+        "limit_concurrency": MAX_CONNECTIONS,
+        "timeout_keep_alive": 5,
+    }
 
 
 def trust_proxies(hosts: str) -> None:

@@ -49,6 +49,10 @@ MAX_FILE_BYTES = 5_000_000  # a file of questions (the Your questions tab's, /ev
 # triple it: a newline is two characters, a non-ASCII one up to six)
 MAX_FILE_BODY_BYTES = 3 * MAX_FILE_BYTES + MAX_BODY_BYTES
 BODY_TIMEOUT_S = 120.0  # a body must have arrived this long after its headers (a 16 MB one at 1 Mbit/s)
+# connections (or requests in flight) a server of the app's own takes at once: an open page holds two or three (its
+# event stream, a call, a poll), so this is ~100 pages at once, past what a few cores answer, while a client that
+# opens thousands of idle connections is refused at once rather than holding the process's file descriptors
+MAX_CONNECTIONS = 256
 EXCERPT_CHARS = 60  # the most of an input a refusal quotes back
 MAX_WAITING = 32  # requests waiting for the models in one line; one more is refused with how long to wait
 # places one visitor may hold in that line (waiting or on the models): a page sends one question at a time, so a
