@@ -4,13 +4,15 @@ forwarded header changes nothing. Real servers and gradio clients for the addres
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 import pytest
-from app_helpers import CONTEXT, QUESTION, SlowRun, running, tiny_engine
+from app_helpers import CONTEXT, QUESTION, SlowRun, free_port, running, tiny_engine
 from gradio_client import Client
 
 import app
@@ -27,6 +29,19 @@ SPACE = {"SYSTEM": "spaces", "SPACE_ID": "someone/qa-variants"}
 @pytest.fixture(scope="module")
 def engine(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path):
     return tiny_engine(str(tiny_qa_dir), str(tiny_pruned_dir), str(artifacts_dir))
+
+
+@contextlib.contextmanager
+def served(demo, engine, how: str, trusted: str) -> Iterator[str]:
+    """The page served as app.py serves it: on a Space through its own uvicorn (``serve_mounted``; the server
+    thread is a daemon, left to end with the tests), elsewhere through gradio's launch."""
+    if how == "launch":
+        with running(demo, trusted_proxies=trusted) as url:
+            yield url
+        return
+    port = free_port()
+    app.serve_mounted(demo, engine, "127.0.0.1", port, trusted)
+    yield f"http://127.0.0.1:{port}/"
 
 
 def as_visitor(url: str, address: str | None) -> Client:
@@ -59,12 +74,16 @@ def test_the_trusted_proxies_come_from_the_option_the_variable_or_the_space() ->
     assert visitor(None) == ""
 
 
-def test_on_a_space_one_forwarded_address_gets_one_run_and_another_address_its_own(engine, monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["mounted", "launch"])
+def test_on_a_space_one_forwarded_address_gets_one_run_and_another_address_its_own(
+    engine, monkeypatch, tmp_path, how: str
+) -> None:
     """Two gradio clients sending the same X-Forwarded-For cannot both start an /evaluate run; a third with another
-    address can. A client that writes an address of its own on the left of the header is still itself."""
+    address can. A client that writes an address of its own on the left of the header is still itself. As a Space
+    serves it (its own uvicorn), and through gradio's launch with the Space's proxies named."""
     monkeypatch.setattr(app, "Evaluation", SlowRun)
     demo = app.build_demo(engine, results_dir=tmp_path)
-    with running(demo, trusted_proxies=config.trusted_proxies(environ=SPACE)) as url:
+    with served(demo, engine, how, config.trusted_proxies(environ=SPACE)) as url:
         first = start_run(as_visitor(url, "203.0.113.7"))
         assert not first.startswith("refused"), first
         second = start_run(as_visitor(url, "203.0.113.7"))
