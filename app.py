@@ -42,6 +42,7 @@ from variants.building.cache import default_cache_dir
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
 from variants.core.spec import short_label
+from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
 from variants.serving.guard import ModelLine, RunBook
@@ -183,6 +184,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --backend: run this page itself as a Ray Serve deployment of N replicas at /demo on the running "
         "Ray cluster (the one `python -m variants serve --ray` started), instead of serving it here",
     )
+    parser.add_argument(
+        "--trusted-proxy",
+        default=None,
+        metavar="ADDRESSES",
+        help="proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the visitor, as uvicorn's "
+        f"--forwarded-allow-ips (env {config.TRUSTED_PROXIES_ENV}; on a Space its own proxy; default none: the "
+        "header changes nothing)",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -270,7 +279,7 @@ def backend_app(argv: list[str]) -> FastAPI:
     demo = build_demo(
         engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
     )
-    app = FastAPI()
+    app = FastAPI(**edge.app_kwargs(demo))
     app.include_router(serve.router(engine))
     return gr.mount_gradio_app(app, demo, path="/", **launch_style())
 
@@ -319,9 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         allow_custom_models=allow_custom,
         max_custom_mb=custom_mb,
     )
+    trusted = config.trusted_proxies(args.trusted_proxy)  # who the visitor is: the proxies that may say
     if config.on_space():  # gradio's launch() would start its Spaces hot reloader (see serve_mounted)
         try:
-            server = serve_mounted(demo, engine, host, port)
+            server = serve_mounted(demo, engine, host, port, trusted)
         except OSError:
             print(port_message(host, port), file=sys.stderr)  # taken meanwhile
             return 2
@@ -331,12 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         server.join()
         return 0
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
+    edge.trust_proxies(trusted)  # read by uvicorn at launch
     try:  # quiet: gradio's own lines would tell a visitor to set share=True in launch(); ours name --share
         demo.launch(
             server_name=host,
             server_port=port,
             share=args.share,
-            app_kwargs={"routes": lean},
+            app_kwargs=edge.app_kwargs(demo, lean),  # every route behind the edge's limits
             quiet=True,
             prevent_thread_lock=True,
             **launch_style(),
@@ -353,16 +364,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def serve_mounted(demo: gr.Blocks, engine: Engine, host: str, port: int, start_s: float = 60.0) -> threading.Thread:
+def serve_mounted(
+    demo: gr.Blocks, engine: Engine, host: str, port: int, trusted: str = "", start_s: float = 60.0
+) -> threading.Thread:
     """Serve the page on a Space: mounted with gradio's public ``mount_gradio_app`` (theme and CSS as at launch)
     beside the lean /v1 routes, on a uvicorn server of our own, running in a thread that is returned once the port
     answers. Gradio's ``launch()`` starts its Spaces hot reloader whenever ``SYSTEM=spaces``, with no option to
     keep it off; its watcher needs the ``spaces`` package (a traceback at every start where it is missing) and
-    opens a code-reload server on port 7887. This app is not edited live, so it does without."""
-    app = FastAPI()
+    opens a code-reload server on port 7887. This app is not edited live, so it does without. Every route is
+    behind the edge (:mod:`variants.serving.edge`); the server reads ``X-Forwarded-For`` from ``trusted`` only and
+    bounds its connections (:func:`variants.serving.edge.server_options`)."""
+    app = FastAPI(**edge.app_kwargs(demo))
     app.include_router(serve.router(engine))
     app = gr.mount_gradio_app(app, demo, path="/", **launch_style())
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    config_ = uvicorn.Config(app, host=host, port=port, log_level="warning", **edge.server_options(trusted))
+    server = uvicorn.Server(config_)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_s

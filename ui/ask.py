@@ -1,6 +1,7 @@
 """The Ask tab: examples, the handlers (closures over the engine, callable without a server), and its layout."""
 
 import functools
+import inspect
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from variants.core import config
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
-from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule
+from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule, visitor
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
@@ -96,6 +97,7 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         runs: float = DEFAULT_RUNS,
         leave_out: list[str] | None = None,
         last: dict | None = None,
+        request: gr.Request = None,
     ) -> Iterator[tuple]:
         try:
             engine.check_input(question, context)
@@ -119,7 +121,7 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         timing = request_rule(int(runs), DEFAULT_BUDGET_S)  # the slider stays inside the cap; a crafted call too
         try:
             threshold = null_threshold(rule, margin)
-            with line.turn(claim=True) if line else nullcontext():
+            with line.turn(claim=True, visitor=visitor(request)) if line else nullcontext():
                 for progress in engine.ask_stream(question, context, ready, rule=timing, null_threshold=threshold):
                     results = progress.results
                     if progress.phase == "done":
@@ -150,10 +152,18 @@ def make_validator(engine: Engine, line: ModelLine | None = None) -> Callable[..
     under the question box, with how long to wait (gradio's own "queue full" says neither)."""
 
     def validate(
-        context: str, question: str, extra=None, rule=None, margin=None, runs=None, leave_out=None, *rest
+        context: str,
+        question: str,
+        extra=None,
+        rule=None,
+        margin=None,
+        runs=None,
+        leave_out=None,
+        last=None,
+        request: gr.Request = None,
     ) -> list[dict]:
-        # the Ask handler's inputs, in its order (then ``last``): one validation result for each
-        controls = [extra, rule, margin, runs, leave_out, *rest]
+        # the Ask handler's inputs, in its order: one validation result for each (the request is gradio's)
+        controls = [extra, rule, margin, runs, leave_out, last]
         fine = gr.validate(True, "")
         try:
             engine.check_input(question, context)
@@ -170,7 +180,7 @@ def make_validator(engine: Engine, line: ModelLine | None = None) -> Callable[..
             return [fine, fine, *[left_out if i == 4 else fine for i in range(len(controls))]]
         try:
             if line is not None:
-                line.reserve()
+                line.reserve(visitor(request))
         except Refused as exc:
             log_refusal(str(exc), "Ask")
             return [fine, gr.validate(False, str(exc)), *[fine] * len(controls)]
@@ -206,6 +216,7 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
         null_threshold: float | str | None = None,
         runs: int = DEFAULT_RUNS,
         budget_s: float | None = DEFAULT_BUDGET_S,
+        request: gr.Request = None,
     ) -> list[dict]:
         """Answer `question` from `context` with every variant of the app's preset, timed as the Ask tab times
         them (a Hub model a visitor loaded on the page is theirs and is left out).
@@ -247,8 +258,9 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
 
     @functools.wraps(answer)  # gradio reads the API's parameters from the wrapped function
     async def answer_in_line(*args, **kwargs) -> list[dict]:
+        request = inspect.signature(answer).bind_partial(*args, **kwargs).arguments.get("request")
         try:
-            return await line.run(functools.partial(answer, *args, **kwargs))
+            return await line.run(functools.partial(answer, *args, **kwargs), visitor=visitor(request))
         except Refused as exc:
             raise refused(str(exc), "/answer") from None
 

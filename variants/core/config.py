@@ -32,6 +32,10 @@ WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
 SPACE_STORAGE_ENV = "VARIANTS_SPACE_STORAGE"
+TRUSTED_PROXIES_ENV = "VARIANTS_TRUSTED_PROXIES"
+# a Space's own proxy reaches the app from the Space's private network; walking X-Forwarded-For from the right past
+# these, the first address is the one the proxy saw, so entries a client wrote itself (on the left) are never read
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0/8,::1,fc00::/7"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -55,6 +59,8 @@ ENVIRONMENT: dict[str, str] = {
     CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
     MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
+    TRUSTED_PROXIES_ENV: "app: proxies whose X-Forwarded-For names the visitor, as uvicorn's forwarded-allow-ips "
+    "(--trusted-proxy; default none, on a Space its own proxy)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
@@ -121,6 +127,19 @@ def space_page(environ: Mapping[str, str] | None = None) -> str | None:
     if space_id is None or space_id.count("/") != 1 or not all(space_id.split("/")):
         return None
     return HUB_PAGE + space_id
+
+
+def trusted_proxies(option: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The proxies whose ``X-Forwarded-For`` names the visitor, as uvicorn's ``forwarded-allow-ips`` takes them
+    (addresses or networks, comma-separated; "" for none): ``--trusted-proxy``, else ``VARIANTS_TRUSTED_PROXIES``,
+    else on a Hugging Face Space (``SYSTEM=spaces`` or ``SPACE_ID`` set) its own proxy's networks
+    (:data:`SPACE_PROXIES`), else none: without a named proxy the header changes nothing."""
+    named = option if option is not None else env_text(TRUSTED_PROXIES_ENV, environ)
+    if named is not None:
+        return "" if named.strip().lower() in ("", "none", "0") else named.strip()
+    if on_space(environ):
+        return SPACE_PROXIES
+    return ""
 
 
 def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
