@@ -62,7 +62,7 @@ def number(n: int) -> str:
 
 
 def about_html(engine: Engine) -> str:
-    family = specs.FAMILIES.get(engine.preset)
+    family = None if getattr(engine, "chain", None) else specs.FAMILIES.get(engine.preset)  # not the preset's models
     rows = []
     building = engine.status.snapshot()
     for spec in engine.specs:  # those still building too, with where they stand

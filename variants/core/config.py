@@ -36,7 +36,7 @@ PERSIST_ENV = "VARIANTS_PERSIST_DIR"
 ENVIRONMENT: dict[str, str] = {
     PRESET_ENV: "preset to load (--preset)",
     BASELINE_ENV: "Hub id or folder of the baseline model (--baseline)",
-    PRUNED_ENV: "Hub id or folder of the pruned model (--pruned)",
+    PRUNED_ENV: "Hub id or folder of the baseline's pruned partner, or none: the baseline alone (--pruned)",
     DEVICE_ENV: "auto, cpu or cuda[:N] (--device)",
     NAMES_ENV: "comma-separated variants to load (--variants)",
     BATCHING_ENV: "1: dynamic batching (--batching)",

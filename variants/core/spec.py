@@ -203,6 +203,27 @@ def family_for(name: str, overrides: dict[str, str] | None = None) -> Family:
     return replace(family, baseline=baseline, pruned=pruned, latency_only=latency_only)
 
 
+def chain_of(name: str, overrides: dict[str, str] | None = None) -> dict[str, str | None]:
+    """What a chain is made of when it is not preset ``name``'s own ({} when it is): ``name`` ("minilm-squad2
+    alone", "my-model with my-model-pruned"), ``baseline`` and ``pruned`` (None: the baseline alone). Engines and
+    records carry it, so a record of one chain is never shown as another's."""
+    family, own = family_for(name, overrides), FAMILIES[name]
+    if (family.baseline, family.pruned) == (own.baseline, own.pruned):
+        return {}
+    base = source_name(family.baseline)
+    title = f"{base} alone" if family.pruned is None else f"{base} with {source_name(family.pruned)}"
+    return {"name": title, "baseline": family.baseline, "pruned": family.pruned}
+
+
+def source_name(source: str) -> str:
+    """A source as people name it: a Hub id or replica as written, a folder by its own name."""
+    folder = Path(source).expanduser()
+    hub_id = not source.startswith((".", "/", "~")) and source.count("/") <= 1
+    if source.startswith(REPLICA_SCHEME) or (hub_id and not folder.is_dir()):
+        return source
+    return folder.resolve().name or source
+
+
 def load_config(path: str | Path) -> dict:
     """A small config file (TOML or JSON): ``preset``, ``baseline``, ``pruned`` and optional ``variants``.
 
