@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from ui.about import page_intro
+from ui.record_choice import stored_record
+from ui.startup import header_html
 from variants.answering.qa import DecodeSettings
+from variants.benchmarking.gpu.report import ort_graphs
+from variants.benchmarking.gpu.timing import Budget
 from variants.core import spec as specs
-from variants.serving.engine import load_engine
+from variants.records.record import Record
+from variants.serving.engine import load_engine, prepare_engine
 
 SETTINGS = DecodeSettings(max_length=64, stride=16)
 CONTEXT = "paris is the capital of france and the largest city of the country ."
@@ -76,3 +84,34 @@ def test_an_unknown_override_key_or_preset_is_refused(key):
         specs.preset("embedded", "cpu", {key: "x", "teacher": "y"})
     with pytest.raises(ValueError, match="unknown preset"):
         specs.preset("nope", "cpu", {key: "x"})
+
+
+def test_the_page_and_the_record_chooser_name_the_chain(tiny_qa_dir, tmp_path):
+    engine = prepare_engine("bert-large-replica", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=tmp_path)
+    alone = f"{tiny_qa_dir.name} alone"
+    assert engine.chain["name"] == alone and engine.chain["pruned"] is None
+    assert f"{alone}, the steps that need no training" in header_html(engine)
+    assert "replica" not in header_html(engine).split("preset")[0], "a MiniLM is no replica of BERT-large"
+    intro = page_intro(engine)
+    assert "**pruned**" not in intro and "four variants" in intro and "Two answer side by side" in intro
+    # The preset's own records are not this chain's: none is offered as its current record.
+    results = tmp_path / "results"
+    Record(created="2026-11-29T08:00:00Z", device="cpu", preset="bert-large-replica").save(results)
+    assert stored_record(engine, results) == (None, f"No benchmark records for the {alone} chain yet.")
+    Record(created="2026-11-29T09:00:00Z", device="cpu", preset="bert-large-replica", chain=engine.chain).save(results)
+    found, _ = stored_record(engine, results)
+    assert found is not None and found.chain == engine.chain and found.file.startswith(alone.replace(" ", "-"))
+
+
+def test_the_gpu_reports_baseline_graphs_are_the_chain_rules_own():
+    chain = specs.preset("bert-large-replica", "cuda")
+    loaded = [SimpleNamespace(spec=s, model=SimpleNamespace(num_parameters=1e6)) for s in chain]
+    added = []
+    engine = SimpleNamespace(loaded=loaded, variants={"baseline": loaded[0]}, add_variant=added.append)
+    graphs = ort_graphs(engine, Budget(3600))
+    own = {s.name: s for s in specs.graph_chain("baseline", "replica:bert-large", (), "fp16")}
+    assert [s.name for s in added] == ["baseline-onnx-opt-fp16", "baseline-onnx-opt", "baseline-onnx"]
+    for spec in added:
+        assert (spec.label, spec.steps, spec.source) == (own[spec.name].label, own[spec.name].steps, chain[0].source)
+        assert spec.latency_only and not spec.headline
+    assert [model for model, _ in graphs] == ["pruned", "baseline"] * 3

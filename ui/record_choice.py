@@ -19,15 +19,19 @@ def stored_records(results_dir: Path | None) -> list[Record]:
 
 
 def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | None, str]:
-    """The stored record for this preset (and chain: a baseline of the host's own is another line-up than the preset's)
-    and the hardware in use, and a note when it does not match."""
+    """The stored record for this preset (or chain: a baseline named alone is another line-up than the preset's)
+    and the hardware in use, and a note when it does not match. Without a record of the chain itself, a record of
+    the preset with the same variants stands in (other weights: :func:`weights_note` says so)."""
     if results_dir is not None and not Path(results_dir).is_dir():  # --results-dir or VARIANTS_RESULTS mistyped
         return None, f"The benchmark records folder {results_dir} does not exist."
-    lineup = (engine.preset, (getattr(engine, "chain", None) or {}).get("name"))
-    same_preset = [r for r in stored_records(results_dir) if (r.preset, r.chain.get("name")) == lineup]
+    chain = (getattr(engine, "chain", None) or {}).get("name")
+    stored = stored_records(results_dir)
+    names = {s.name for s in engine.specs}
+    same_preset = [r for r in stored if (r.preset, r.chain.get("name")) == (engine.preset, chain)] or [
+        r for r in stored if r.preset == engine.preset and r.variants and {e.variant for e in r.variants} <= names
+    ]
     if not same_preset:
-        what = f"{lineup[1]} chain" if lineup[1] else f"{engine.preset} preset"
-        return None, f"No benchmark records for the {what} yet."
+        return None, f"No benchmark records for the {f'{chain} chain' if chain else f'{engine.preset} preset'} yet."
     hardware = current_hardware()
     record = results.pick_record(same_preset, device=engine.device, hardware=hardware)
     here = hardware_label(hardware, engine.device)
