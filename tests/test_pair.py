@@ -186,3 +186,11 @@ def test_a_chain_records_report_loads_that_chain(monkeypatch):
     assert record.lineup == "minilm-squad2 alone" and record.name().startswith("minilm-squad2-alone-cpu-")
     again = Record.from_dict(record.to_dict())
     assert again.chain == record.chain and Record.from_dict({**record.to_dict(), "chain": {}}).lineup == record.preset
+
+
+def test_a_partner_whose_config_cannot_be_read_is_left_to_the_build(tiny_qa_dir, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    pair.check_pair(str(tiny_qa_dir), str(broken))  # its variants fail to build, each with its reason, the rest go on
+    assert pair.model_facts(str(broken)) is None

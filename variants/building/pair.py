@@ -11,8 +11,8 @@ and never the weights; a replica's known structure) and refuses, in one sentence
 4. a partner larger than its baseline (parameters counted from the config, as stored: a pruned checkpoint stored
    dense with zeros counts as many as its baseline).
 
-A Hub model that cannot be read without the network (offline, not in the local cache) is not checked here: the
-build then says it cannot be fetched, in its own sentence, and the engine falls back as it always has.
+A model whose config cannot be read here (a Hub model offline and not in the local cache, a folder without a
+readable config.json) is not checked: the build then fails on it with its own sentence, as before.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from variants.building import replica
+from variants.building.cache import file_sha256
 from variants.building.custom import qa_refusal
 from variants.core import config
 
@@ -104,33 +105,31 @@ def vocab_difference(a: dict[str, int] | str | None, b: dict[str, int] | str | N
 
 
 def model_facts(source: str, revision: str | None = None) -> ModelFacts | None:
-    """``source``'s config, vocabulary and size, from its small files only; None for a Hub model that cannot be
-    read without the network."""
+    """``source``'s config, vocabulary and size, from its small files only; None when its config cannot be read
+    (a Hub model offline and not cached, a folder without a readable config.json): the build says why."""
     if source.startswith(replica.SCHEME):
         structure = replica.structure_for(source)
         settings = {**structure.config, "model_type": "bert", "architectures": ["BertForQuestionAnswering"]}
         return ModelFacts(source, settings, read_vocab(replica.TOKENIZER_DIR), structure.parameters(zeros_cut=False))
     folder = Path(source).expanduser()
     if folder.is_dir():
-        settings = read_config(source, folder / "config.json")
-        return ModelFacts(source, settings, read_vocab(folder), parameters(settings))
+        settings = read_config(folder / "config.json")
+        return ModelFacts(source, settings, read_vocab(folder), parameters(settings)) if settings else None
     if source.startswith((".", "/", "~")) or source.count("/") > 1:
         return None  # not a folder and not a Hub id: the build says so in its own sentence
     files = hub_files(source, revision)
-    if files is None:
-        return None
-    settings = read_config(source, files.get("config.json"))
-    return ModelFacts(source, settings, vocab_from(files), parameters(settings))
+    settings = read_config(files.get("config.json")) if files else None
+    return ModelFacts(source, settings, vocab_from(files), parameters(settings)) if settings else None
 
 
-def read_config(source: str, path: Path | None) -> dict[str, Any]:
+def read_config(path: Path | None) -> dict[str, Any] | None:
+    """A config.json's settings; None when there is none or it is not JSON (the build then fails on that
+    variant alone, with its own sentence, as any broken checkpoint does)."""
     try:
         settings = json.loads(Path(path).read_text(encoding="utf-8")) if path else None
     except (OSError, ValueError):
-        settings = None
-    if not isinstance(settings, dict):
-        raise PairRefused(f"{source} has no readable config.json, so it is not a transformers model.")
-    return settings
+        return None
+    return settings if isinstance(settings, dict) else None
 
 
 def read_vocab(folder: Path) -> dict[str, int] | str | None:
@@ -140,8 +139,6 @@ def read_vocab(folder: Path) -> dict[str, int] | str | None:
 def vocab_from(files: dict[str, Path]) -> dict[str, int] | str | None:
     """Token -> id from the first vocabulary file there is (tokenizer.json's model, vocab.txt's lines, vocab.json),
     else a SentencePiece model's digest; None when there is none."""
-    from variants.building.cache import file_sha256  # noqa: PLC0415
-
     for name in VOCAB_FILES:
         path = files.get(name)
         if path is None:
