@@ -10,7 +10,14 @@ is the chain of variants made from one baseline and one pruned checkpoint:
     pruned-onnx-opt          -> ONNX Runtime graph optimization (fusions)
     pruned-onnx-opt-fp16     -> FP16 (CUDA)    | pruned-onnx-opt-int8 -> INT8 dynamic quantization (CPU)
 
-The headline three are baseline, pruned and the last one; the rest show what each step buys.
+The headline three are baseline, pruned and the last one; the rest show what each step buys. A baseline
+without a pruned partner (named alone, or with ``pruned = "none"``) gets, by the same rule
+(:func:`graph_chain`), every step that needs no training:
+
+    baseline                 the fine-tuned model, PyTorch FP32
+    baseline-onnx            -> ONNX
+    baseline-onnx-opt        -> ONNX Runtime graph optimization
+    baseline-onnx-opt-fp16   -> FP16 (CUDA)    | baseline-onnx-opt-int8 -> INT8 (CPU)
 """
 
 from __future__ import annotations
