@@ -38,6 +38,7 @@ def page_intro(engine: Engine) -> str:
     title = f"# One QA model, {number(n)} variants" if n > 1 else "# One QA model on this machine"
     steps = {step for s in engine.specs for step in s.steps}
     last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
+    pruned = "**pruned**, " if "compact" in steps else ""  # a baseline alone: the steps that need no training
     where = f"{number(shown).capitalize()} answer side by side"
     if n > shown:
         more = n - shown
@@ -47,7 +48,7 @@ def page_intro(engine: Engine) -> str:
         )
     return (
         f"{title}\n"
-        f"Ask a question about a passage: the **baseline** and its versions made faster step by step (**pruned**, "
+        f"Ask a question about a passage: the **baseline** and its versions made faster step by step ({pruned}"
         f"**exported to ONNX Runtime**, graph-optimized, {last}) each answer it, live on this machine. {where}. "
         "Compare answer, latency and model size."
     )
@@ -62,7 +63,7 @@ def number(n: int) -> str:
 
 
 def about_html(engine: Engine) -> str:
-    family = specs.FAMILIES.get(engine.preset)
+    family = None if getattr(engine, "chain", None) else specs.FAMILIES.get(engine.preset)  # not the preset's models
     rows = []
     building = engine.status.snapshot()
     for spec in engine.specs:  # those still building too, with where they stand

@@ -49,6 +49,7 @@ from .questions import Runs, status_html
 from .record_choice import (
     choices_for,
     find_record,
+    lineup_html,
     older_info,
     older_note,
     record_key,
@@ -220,7 +221,7 @@ def record_header(
         noisy = "noisy at this size: " if record.noisy else ""
         sample += f" ({noisy}an F1 {which}is known to ±{noise:.0f} points at most)"
     lines = [
-        f"<b>{esc(source)}</b> · preset <code>{esc(record.preset)}</code> · device <code>{esc(record.device)}</code>"
+        f"<b>{esc(source)}</b> · {lineup_html(record)} · device <code>{esc(record.device)}</code>"
         f" · measured {esc(record.created)}",
         f"Hardware: {esc(hardware)}",
         esc(sample)

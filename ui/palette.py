@@ -57,6 +57,14 @@ STYLES = {
     OPTIMUM_INT8: Style("#111827", "hexagon", "dashdot", hollow=True),
     "custom": Style("#e69f00", "pentagon"),
 }
+# The baseline's own graph steps (a chain without a pruned partner, and the GPU report's baseline graphs): each
+# the pruned step's marker and dash, open, as the same step made from the unpruned model; the last in orange.
+STYLES |= {
+    "baseline" + name.removeprefix("pruned"): Style("#e69f00" if name.endswith(("int8", "fp16")) else look.colour,
+                                                     look.marker, look.dash, hollow=True)
+    for name, look in STYLES.items()
+    if name.startswith("pruned-onnx")
+}  # fmt: skip
 SPARE = [Style("#f0e442", "hexagon"), Style("#000000", "cross"), Style("#999999", "square", "dash")]
 
 

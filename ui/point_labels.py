@@ -26,6 +26,7 @@ TAGS = {
     "peer": "pipeline",
     "optimum-int8": "optimum INT8",
 }
+TAGS |= {"baseline" + k.removeprefix("pruned"): v for k, v in TAGS.items() if k.startswith("pruned-onnx")}
 MINUS = "\u2212"  # a real minus sign: "-3.4" reads as a dash in most fonts
 
 

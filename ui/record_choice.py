@@ -9,7 +9,7 @@ from variants.records import results
 from variants.records.record import Record
 from variants.serving.engine import Engine
 
-from .text import count
+from .text import count, esc
 
 
 def stored_records(results_dir: Path | None) -> list[Record]:
@@ -19,12 +19,19 @@ def stored_records(results_dir: Path | None) -> list[Record]:
 
 
 def stored_record(engine: Engine, results_dir: Path | None) -> tuple[Record | None, str]:
-    """The stored record for this preset and the hardware in use, and a note when it does not match."""
+    """The stored record for this preset (or chain: a baseline named alone is another line-up than the preset's)
+    and the hardware in use, and a note when it does not match. Without a record of the chain itself, a record of
+    the preset with the same variants stands in (other weights: :func:`weights_note` says so)."""
     if results_dir is not None and not Path(results_dir).is_dir():  # --results-dir or VARIANTS_RESULTS mistyped
         return None, f"The benchmark records folder {results_dir} does not exist."
-    same_preset = [r for r in stored_records(results_dir) if r.preset == engine.preset]
+    chain = (getattr(engine, "chain", None) or {}).get("name")
+    stored = stored_records(results_dir)
+    names = {s.name for s in engine.specs}
+    same_preset = [r for r in stored if (r.preset, r.chain.get("name")) == (engine.preset, chain)] or [
+        r for r in stored if r.preset == engine.preset and r.variants and {e.variant for e in r.variants} <= names
+    ]
     if not same_preset:
-        return None, f"No benchmark records for the {engine.preset} preset yet."
+        return None, f"No benchmark records for the {f'{chain} chain' if chain else f'{engine.preset} preset'} yet."
     hardware = current_hardware()
     record = results.pick_record(same_preset, device=engine.device, hardware=hardware)
     here = hardware_label(hardware, engine.device)
@@ -47,6 +54,13 @@ def weights_note(record: Record | None, weights: dict[str, str]) -> str:
     )
 
 
+def lineup_html(record: Record) -> str:
+    """What a record measured, for its header: its preset, or the chain of other models it ran."""
+    if record.chain:
+        return f"chain <code>{esc(record.lineup)}</code> (preset <code>{esc(record.preset)}</code>)"
+    return f"preset <code>{esc(record.preset)}</code>"
+
+
 def record_key(record: Record) -> str:
     """A record's value in the chooser: its file for a stored one, its creation time for a quick run."""
     return f"file:{record.file}" if record.file else f"quick:{record.created}"
@@ -59,7 +73,7 @@ def record_label(record: Record) -> str:
     when = record.created.replace("T", " ").rstrip("Z")[:16] + " UTC"
     size = f"{count(record.n_questions)} questions"
     size = f"quick run, {size}" if record.is_quick else size
-    return " · ".join([when, size, record.preset, record.device, hardware_label(record.hardware, record.device)])
+    return " · ".join([when, size, record.lineup, record.device, hardware_label(record.hardware, record.device)])
 
 
 def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
@@ -73,9 +87,16 @@ def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> R
 
 
 def machine_key(record: Record) -> tuple:
-    """What makes two records the same machine's: preset, device kind, hardware and its INT8 weight format."""
+    """What makes two records the same machine's: preset (and chain), device kind, hardware and its INT8 weight
+    format."""
     int8 = ((record.hardware or {}).get("int8") or {}).get("format")
-    return (record.preset, device_kind(record.device), hardware_label(record.hardware, record.device), int8)
+    return (
+        record.preset,
+        record.chain.get("name"),
+        device_kind(record.device),
+        hardware_label(record.hardware, record.device),
+        int8,
+    )
 
 
 def current_records(stored: list[Record]) -> dict[tuple, Record]:

@@ -359,7 +359,8 @@ def benchmark_report(
 ) -> str:
     """The report of a benchmark record, accuracy as ``view`` has it (the tab's views)."""
     header, figure, table = tab_parts(record, view, note, price)
-    title = f"QA variants side by side: the {record.preset or 'benchmark'} preset on {record.device}"
+    what = f"the {record.lineup} chain" if record.chain else f"the {record.preset or 'benchmark'} preset"
+    title = f"QA variants side by side: {what} on {record.device}"
     body = f"{header}{figure_html(figure)}<h2>Per variant</h2>{table_html(table, table_label(view))}" + _facts(
         record, examples
     )

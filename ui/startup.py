@@ -61,8 +61,11 @@ def seconds_words(seconds: float) -> str:
 def header_html(snap: Snapshot) -> str:
     """Above every tab: the model, the preset and the hardware (and for random weights, that only latency means
     anything), how to switch presets, then the build's progress while it runs."""
-    preset = snap.preset
-    model = MODELS.get(preset) or ", ".join(sorted({s.source for s in snap.variants}))
+    preset, chain = snap.preset, snap.chain
+    if chain:  # the host's own models: the baseline alone (its no-training chain) or with its pruned partner
+        model = chain["name"] + (", the steps that need no training" if chain.get("pruned") is None else "")
+    else:
+        model = MODELS.get(preset) or ", ".join(sorted({s.source for s in snap.variants}))
     latency_only = any(s.latency_only for s in snap.variants)
     badge = f' <span class="qa-latency-badge">{esc(LATENCY_ONLY)}</span>' if latency_only else ""
     line = (

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 from variants.answering.qa import WINDOW_RULES, DecodeSettings, InputError, parse_null_threshold
@@ -86,7 +87,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"Hub id or local folder of the baseline model (${BASELINE_ENV})",
     )
     parser.add_argument(
-        "--pruned", default=env_text(PRUNED_ENV), help=f"Hub id or local folder of the pruned model (${PRUNED_ENV})"
+        "--pruned",
+        default=env_text(PRUNED_ENV),
+        help=f"Hub id or local folder of the baseline's pruned partner (${PRUNED_ENV}); none: the baseline alone, with "
+        "the steps that need no training (a --baseline named without --pruned stands alone too)",
     )
     parser.add_argument("--config", default=None, help="TOML or JSON file with preset / baseline / pruned / variants")
     parser.add_argument(
@@ -255,6 +259,8 @@ def answer_line(r) -> str:
 def cmd_build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm  # noqa: PLC0415
 
+    engine = engine_from_args(args, build=False)  # a refused pair or setting: its sentence alone, no bar
+    started = time.perf_counter()
     bar = tqdm(total=100, desc="build", unit="%")
 
     def progress(fraction: float, message: str) -> None:
@@ -262,7 +268,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         bar.n = int(fraction * 100) if fraction else bar.n
         bar.refresh()
 
-    engine = engine_from_args(args, progress=progress)
+    engine.build(progress)
     bar.close()
     if engine.notice:
         print(engine.notice, file=sys.stderr)
@@ -271,6 +277,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         status = f"ERROR: {v.error}" if v.error else f"ok ({v.load_seconds:.1f} s) {v.artifact or ''}"
         failed += bool(v.error)
         print(f"{v.spec.name:<24} {status}")
+    print(f"{len(engine.loaded)} variants built or found in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
 
 

@@ -302,6 +302,7 @@ def make_record(
     """The record: where, when and how it was measured, then one entry per variant and the peer's."""
     return Record(
         preset=engine.preset,
+        chain=dict(getattr(engine, "chain", None) or {}),
         created=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         device=engine.device,
         variants=entries,

@@ -5,7 +5,8 @@
 
 The report is :mod:`ui.report`'s, built from the Benchmark tab's own functions (header, headline sentence,
 chart, table). A bench record keeps no answers, so the example questions are answered by the record's variants
-loaded here (the record's preset, as ``python -m variants ask`` loads it); ``--no-examples`` leaves them out,
+loaded here (the record's preset, or the chain of other models it ran,
+as ``python -m variants ask`` loads it); ``--no-examples`` leaves them out,
 and where the variants cannot be loaded the report says so instead.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from ui.benchmark import DEFAULT_VIEW
 from ui.report import Examples, benchmark_report, engine_examples
 from variants.benchmarking.cli import price_argument
+from variants.core.spec import NO_PARTNER
 from variants.records.cost import check_price, find_price
 from variants.records.record import SHOWN_VIEWS, Record
 from variants.serving.engine import load_engine
@@ -30,7 +32,9 @@ def examples_for(record: Record, device: str) -> Examples:
     """The app's examples answered by the record's variants loaded here; a sentence saying why not otherwise."""
     names = [e.variant for e in record.variants if not e.error]
     try:
-        engine = load_engine(record.preset, device, names=names)
+        chain = record.chain  # a chain of other models than the preset's: its own baseline and partner (or none)
+        overrides = {"baseline": chain["baseline"], "pruned": chain["pruned"] or NO_PARTNER} if chain else None
+        engine = load_engine(record.preset, device, overrides, names=names)
     except Exception as exc:  # an unknown preset, models that cannot be fetched: the report still gets made
         log.warning("no example answers: %s", exc)
         return Examples(f"No example answers: the record's variants could not be loaded here ({exc}).")

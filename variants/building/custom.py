@@ -200,27 +200,33 @@ def _fetch_config(model_id: str, revision: str) -> dict:
     return parsed
 
 
-def _check_config(model_id: str, config: dict) -> tuple[str, str]:
-    """(model_type, architecture) of a config the engine can run, or the reason it cannot."""
+def qa_refusal(model_id: str, config: dict) -> str:
+    """Why a model of this config is no extractive question-answering model the engine may run ("" if it is one):
+    it needs its own code, or it has no ``*ForQuestionAnswering`` head. The pair check (:mod:`.pair`) asks too."""
     if config.get("auto_map"):
-        raise CustomModelRefused(
-            f"{model_id} needs its own Python code (auto_map, trust_remote_code), which is never run here."
-        )
+        return f"{model_id} needs its own Python code (auto_map, trust_remote_code), which is never run here."
     architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
-    model_type = str(config.get("model_type") or "")
-    qa = [a for a in architectures if a.endswith("ForQuestionAnswering")]
-    if not qa:
-        kind = ", ".join(architectures) or model_type or "unknown"
-        raise CustomModelRefused(
+    if not any(a.endswith("ForQuestionAnswering") for a in architectures):
+        kind = ", ".join(architectures) or str(config.get("model_type") or "") or "unknown"
+        return (
             f"{model_id} is not an extractive question-answering model (its architecture is {kind}); pick one "
             f"fine-tuned for it, whose architecture ends in ForQuestionAnswering (e.g. {EXAMPLE_ID})."
         )
+    return ""
+
+
+def _check_config(model_id: str, config: dict) -> tuple[str, str]:
+    """(model_type, architecture) of a config the engine can run, or the reason it cannot."""
+    reason = qa_refusal(model_id, config)
+    if reason:
+        raise CustomModelRefused(reason)
+    model_type = str(config.get("model_type") or "")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CustomModelRefused(
             f"{model_id} is a {model_type or 'unknown'} model; the models supported here are "
             f"{', '.join(SUPPORTED_MODEL_TYPES)}."
         )
-    return model_type, qa[0]
+    return model_type, next(a for a in config["architectures"] if a.endswith("ForQuestionAnswering"))
 
 
 def _download_mb(model_id: str, siblings: list, extra_ignore: tuple[str, ...]) -> float:

@@ -41,7 +41,7 @@ SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0
 ENVIRONMENT: dict[str, str] = {
     PRESET_ENV: "preset to load (--preset)",
     BASELINE_ENV: "Hub id or folder of the baseline model (--baseline)",
-    PRUNED_ENV: "Hub id or folder of the pruned model (--pruned)",
+    PRUNED_ENV: "Hub id or folder of the baseline's pruned partner, or none: the baseline alone (--pruned)",
     DEVICE_ENV: "auto, cpu or cuda[:N] (--device)",
     NAMES_ENV: "comma-separated variants to load (--variants)",
     BATCHING_ENV: "1: dynamic batching (--batching)",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,9 @@ class Record:
     created: str  # UTC, ISO 8601 with a Z
     device: str
     preset: str = ""
+    # what its chain was made of when it was not the preset's own (variants.core.spec.chain_of): name, baseline,
+    # pruned (None: the baseline alone, its no-training chain); {}: the preset's own chain
+    chain: dict[str, Any] = field(default_factory=dict)
     variants: list[VariantEntry] = field(default_factory=list)
     peer: VariantEntry | None = None  # the reference peer: transformers' pipeline
     peers: list[VariantEntry] = field(default_factory=list)  # other peers, measured in the same passes
@@ -288,18 +292,25 @@ class Record:
     def entry(self, variant: str) -> VariantEntry | None:
         return next((e for e in self.entries if e.variant == variant), None)
 
+    @property
+    def lineup(self) -> str:
+        """What was measured, as a chooser or header names it: the preset, or the chain made of other models
+        ("minilm-squad2 alone")."""
+        return str(self.chain.get("name") or self.preset)
+
     def title(self) -> str:
         """One line naming the record for a chooser, e.g. "embedded · cpu · AMD EPYC ... · 2026-11-23 · 501 q"."""
 
         what = f"quick run, {self.n_questions} questions" if self.is_quick else f"{self.n_questions} questions"
         when = self.created.replace("T", " ").rstrip("Z")[:16]
-        return f"{self.preset} · {self.device} · {hardware_label(self.hardware, self.device)} · {when} UTC · {what}"
+        return f"{self.lineup} · {self.device} · {hardware_label(self.hardware, self.device)} · {when} UTC · {what}"
 
     def to_dict(self) -> dict[str, Any]:
         out = {
             "schema_version": SCHEMA_VERSION,
             "kind": self.kind,
             "preset": self.preset,
+            "chain": self.chain,
             "created": self.created,
             "device": self.device,
             "hardware": self.hardware,
@@ -342,10 +353,12 @@ class Record:
     # --- files --------------------------------------------------------------------------------
 
     def name(self) -> str:
-        """``<preset>-<device>-<hardware>-<UTC timestamp>``, e.g. ``embedded-cpu-intel-xeon-20260101T120000Z``."""
+        """``<preset>-<device>-<hardware>-<UTC timestamp>``, e.g. ``embedded-cpu-intel-xeon-20260101T120000Z``; a
+        chain of other models is named for them (``minilm-squad2-alone-cpu-...``)."""
 
         stamp = self.created.replace("-", "").replace(":", "")
-        return f"{self.preset}-{device_kind(self.device)}-{hardware_slug(self.hardware, self.device)}-{stamp}"
+        what = re.sub(r"[^a-z0-9.]+", "-", self.lineup.lower()).strip("-") or "preset"
+        return f"{what}-{device_kind(self.device)}-{hardware_slug(self.hardware, self.device)}-{stamp}"
 
     def save(self, folder: str | Path) -> Path:
         """Write ``<name>.json`` into ``folder`` (:func:`variants.records.results.save_record` adds its table)."""
@@ -365,7 +378,7 @@ class Record:
 
 
 TEXT_FIELDS = ("created", "device", "preset", "kind")  # what the record chooser and its sorting read
-DICT_FIELDS = ("hardware", "versions", "data", "settings", "method")
+DICT_FIELDS = ("hardware", "versions", "data", "settings", "method", "chain")
 
 
 def _check_fields(fields: dict[str, Any]) -> None:

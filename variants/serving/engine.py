@@ -39,6 +39,7 @@ from variants.answering.runtime import (
     usable_device,
 )
 from variants.answering.timing import SERVED, TimingRule
+from variants.building import pair
 from variants.building.build import BuiltVariant, Progress, VariantBuilder
 from variants.building.sources import ResolvedSource, SourceUnavailable, weights_identity
 from variants.core import config
@@ -96,6 +97,8 @@ class Engine(TimedAsking):
     settings: DecodeSettings = field(default_factory=DecodeSettings)
     cache_dir: Path | None = None
     preset: str = ""
+    # what the chain is made of when it is not the preset's own (spec.chain_of: name, baseline, pruned); {}: it is
+    chain: dict[str, str | None] = field(default_factory=dict)
     notice: str = ""  # e.g. the fallback to the embedded preset
     fallback_from: str = ""  # the preset asked for, once the build fell back from it to the embedded preset
     max_context_chars: int = MAX_CONTEXT_CHARS
@@ -179,6 +182,7 @@ class Engine(TimedAsking):
         self.fallback_specs = None
         self.status.reset(fallback, specs.FALLBACK_PRESET)
         self.specs, self.preset, self.fallback_from = list(fallback), specs.FALLBACK_PRESET, asked
+        self.chain = {}
         said = (
             f"The {asked} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
             f"models are shown instead. {problem}"
@@ -359,7 +363,9 @@ class Engine(TimedAsking):
         """What the page draws, now: each variant in chain order with its build state and, given ``results``,
         its result (:mod:`variants.serving.snapshot`), for renderers that read data, not the engine."""
         build, chain, loaded = self.status.snapshot(), self.specs, self.variants  # each read once
-        return take(chain, loaded, build, self.preset, self.device, self.notice, results, self.fallback_from)
+        return take(
+            chain, loaded, build, self.preset, self.device, self.notice, results, self.fallback_from, self.chain
+        )
 
     def check_input(self, question: str, context: str) -> None:
         """Raise :class:`InputError` with a clear message for input no variant should run on
@@ -513,6 +519,9 @@ def prepare_engine(
     limit_native_memory()  # process-wide; before the models allocate (see runtime.limit_native_memory)
     preset = preset or specs.default_preset(device)
     chosen = variant_specs or specs.preset(preset, device, overrides)
+    chain = {} if variant_specs else specs.chain_of(preset, overrides)
+    if chain:  # a host's pair (the presets' own are vouched for): seconds, config and vocabulary only, nothing built
+        pair.check_pair(chain["baseline"], chain["pruned"])
     if names:
         chosen = specs.named(chosen, names)
     options = {
@@ -523,7 +532,7 @@ def prepare_engine(
         "batching": batching,
         "null_threshold": null_threshold,
     }
-    engine = Engine(chosen, preset=preset, **options)
+    engine = Engine(chosen, preset=preset, chain=chain, **options)
     if fallback and preset != specs.FALLBACK_PRESET and not variant_specs:
         fallback_specs = specs.preset(specs.FALLBACK_PRESET, device)
         if names:  # the names were checked against the preset asked for; the fallback keeps those it has

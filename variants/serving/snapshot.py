@@ -71,6 +71,8 @@ class Snapshot:
     device: str = "cpu"
     notice: str = ""
     fallback_from: str = ""  # the preset asked for, when the build fell back from it
+    # what the chain is made of when it is not the preset's own (spec.chain_of: name, baseline, pruned); {}: it is
+    chain: Mapping[str, str | None] = field(default_factory=dict)
 
     def view(self, name: str) -> VariantView | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -98,6 +100,7 @@ def take(
     notice: str = "",
     results: Mapping[str, VariantResult] | None = None,
     fallback_from: str = "",
+    made_of: Mapping[str, str | None] | None = None,
 ) -> Snapshot:
     """A snapshot of ``chain`` (specs in order) with the loaded variants by name (any loaded one not in the
     chain follows it) and the build's snapshot."""
@@ -105,5 +108,5 @@ def take(
     named = {s.name for s in chain}
     chain += [v.spec for name, v in loaded.items() if name not in named]
     views = tuple(VariantView.of(s, loaded.get(s.name), build.state(s.name)) for s in chain)
-    snap = Snapshot(views, build, preset, device, notice, fallback_from)
+    snap = Snapshot(views, build, preset, device, notice, fallback_from, dict(made_of or {}))
     return snap.with_results(results) if results else snap

@@ -147,15 +147,13 @@ def ort_graphs(engine, budget: Budget) -> list[tuple[str, Any]]:
     except TimeoutError as exc:
         spec = dataclasses.replace(base.spec, name="baseline-onnx")
         return [*pruned, ("baseline", LoadedVariant(spec, error=str(exc)))]
+    # the baseline's own graph chain (spec.graph_chain, the chain rule's), each step named as it is everywhere
+    own = {s.name: s for last in ("int8", "fp16") for s in specs.graph_chain("baseline", base.spec.source, (), last)}
     graphs: list[tuple[str, Any]] = []
     for model, loaded in pruned:
-        step = loaded.spec
+        spec = own["baseline" + loaded.spec.name.removeprefix("pruned")]
         spec = dataclasses.replace(
-            base.spec,
-            name="baseline" + step.name.removeprefix("pruned"),
-            label=f"Baseline{step.label.removeprefix('Pruned')}",
-            steps=("onnx", *step.onnx_steps),
-            headline=False,
+            spec, headline=False, revision=base.spec.revision, latency_only=base.spec.latency_only
         )
         graphs += [(model, loaded), ("baseline", engine.add_variant(spec))]
     return graphs
