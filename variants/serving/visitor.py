@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from variants.building import custom
@@ -309,3 +309,36 @@ def lower_priority() -> None:
     """This thread (and the threads it starts) at a lower CPU priority, where the OS has per-thread niceness."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BUILD_NICE)
+
+
+PREFIX = "yours-"  # the visitor's variants' names beside the preset's, where both are measured together
+
+
+def beside(base: Engine, chain: VisitorChain | None) -> Engine:
+    """An engine over the preset's variants and, when ``chain`` has any ready, the visitor's beside them (named
+    ``yours-baseline``, ``yours-baseline-onnx``..., labelled "Your model ..."): what the quick benchmark and Your
+    questions measure for that visitor, so that one record, chart, cost table and report show both chains. Nothing
+    is loaded or built again; without a ready chain it is ``base`` itself."""
+    ready = [v for v in (chain.engine.loaded if chain else []) if v.ok]
+    if not ready:
+        return base
+    renamed = {}
+    for loaded in ready:
+        spec = loaded.spec
+        label = spec.label.replace("Baseline", "Your model", 1)
+        description = f"{chain.model_id} (commit {chain.checked.revision[:10]}): {spec.description}"
+        renamed[PREFIX + spec.name] = replace(
+            loaded, spec=replace(spec, name=PREFIX + spec.name, label=label, description=description)
+        )
+    view = Engine(
+        [*base.specs, *(v.spec for v in renamed.values())],
+        device=base.device,
+        settings=base.settings,
+        cache_dir=base.cache_dir,
+        preset=base.preset,
+        max_context_chars=base.max_context_chars,
+        null_threshold=base.null_threshold,
+        variants={**base.variants, **renamed},
+    )
+    view.status = base.status
+    return view
