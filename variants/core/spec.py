@@ -24,6 +24,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EMBEDDED_MODELS = ASSETS / "models"
 
 STEPS = ("compact", "onnx", "optimize", "fp16", "int8")
+REPLICA_SCHEME = "replica:"  # a random-weight model of a published shape (variants.building.replica)
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,11 @@ class VariantSpec:
 
 @dataclass(frozen=True)
 class Family:
-    """The two checkpoints a preset is built from."""
+    """The checkpoints a preset is built from: a baseline and, optionally, its pruned partner."""
 
     name: str
     baseline: str
-    pruned: str
+    pruned: str | None  # None: the baseline alone, with the steps that need no training
     description: str
     latency_only: bool = False  # random weights (variants.building.replica): its answers and accuracy mean nothing
 
@@ -103,77 +104,103 @@ def default_preset(device: str) -> str:
     return GPU_PRESET if device.startswith("cuda") else CPU_PRESET
 
 
+NO_PARTNER = "none"  # ``--pruned none`` / ``VARIANTS_PRUNED=none`` / ``pruned = "none"``: the baseline alone
+
+# The steps every chain takes from its last PyTorch model, needing no training: (step, name suffix, description).
+GRAPH_STEPS = (
+    ("onnx", "-onnx", "{what} exported to ONNX (optimum-onnx) and run by ONNX Runtime."),
+    ("optimize", "-opt", "ONNX Runtime's transformer graph optimizations: fused attention, LayerNorm and GELU."),
+    ("fp16", "-fp16", "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."),
+    ("int8", "-int8", "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels."),
+)
+ROOTS = {"baseline": ("Baseline", "The fine-tuned baseline"), "pruned": ("Pruned", "The compacted model")}
+
+
+def graph_label(root: str, steps: tuple[str, ...]) -> str:
+    """A graph step's short name: "Baseline + ONNX", "Pruned + ONNX, optimized", "Baseline + ONNX + INT8"."""
+    label = ROOTS[root][0] + (" + ONNX" if "onnx" in steps else "")
+    last = [s.upper() for s in steps if s in ("fp16", "int8")]
+    return label + (f" + {last[0]}" if last else ", optimized" if "optimize" in steps else "")
+
+
+def graph_chain(root: str, source: str, before: tuple[str, ...], last: str) -> list[VariantSpec]:
+    """The no-training steps from the PyTorch model ``root`` ("baseline" or "pruned"): ONNX, graph optimization,
+    then ``last`` (INT8 on a CPU, FP16 on CUDA), the only headline of them. ``before``: the steps that made
+    ``root`` from ``source`` (the pruned model's compaction)."""
+    out, name, steps = [], root, before
+    for step, suffix, description in GRAPH_STEPS:
+        if step in ("fp16", "int8") and step != last:
+            continue
+        name, steps = name + suffix, (*steps, step)
+        text = description.format(what=ROOTS[root][1])
+        out.append(VariantSpec(name, graph_label(root, steps), source, steps, step == last, text))
+    return out
+
+
 def chain(family: Family, device: str) -> list[VariantSpec]:
-    """The published chain for ``family``; the last step is FP16 on CUDA and INT8 on the CPU."""
-    gpu = device.startswith("cuda")
-    last = "fp16" if gpu else "int8"
+    """The chain for ``family``: its baseline in PyTorch, then, with a pruned partner, the pruned checkpoint
+    stored dense, compacted, and its graph steps; without one, the baseline's own graph steps (everything that
+    needs no training). The last step is FP16 on CUDA and INT8 on the CPU."""
+    last = "fp16" if device.startswith("cuda") else "int8"
     b, p = family.baseline, family.pruned
     variants = [
-        VariantSpec(
-            "baseline", SHORT_LABELS["baseline"], b, (), True, "The fine-tuned model as published, in PyTorch."
-        ),
-        VariantSpec(
-            "pruned-dense",
-            SHORT_LABELS["pruned-dense"],
-            p,
-            (),
-            False,
-            "The pruned checkpoint as stored: removed heads and FFN neurons are zeros, so it "
-            "does as much arithmetic as an unpruned model.",
-        ),
-        VariantSpec(
-            "pruned",
-            SHORT_LABELS["pruned"],
-            p,
-            ("compact",),
-            True,
-            "Zeroed heads and FFN neurons physically cut out of the pruned checkpoint.",
-        ),
-        VariantSpec(
-            "pruned-onnx",
-            SHORT_LABELS["pruned-onnx"],
-            p,
-            ("compact", "onnx"),
-            False,
-            "The compacted model exported to ONNX (optimum-onnx) and run by ONNX Runtime.",
-        ),
-        VariantSpec(
-            "pruned-onnx-opt",
-            SHORT_LABELS["pruned-onnx-opt"],
-            p,
-            ("compact", "onnx", "optimize"),
-            False,
-            "ONNX Runtime's transformer graph optimizations: fused attention, LayerNorm and GELU.",
-        ),
-        VariantSpec(
-            f"pruned-onnx-opt-{last}",
-            SHORT_LABELS[f"pruned-onnx-opt-{last}"],
-            p,
-            ("compact", "onnx", "optimize", last),
-            True,
-            "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."
-            if gpu
-            else "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels.",
-        ),
+        VariantSpec("baseline", SHORT_LABELS["baseline"], b, (), True, "The fine-tuned model as published, in PyTorch.")
     ]
+    if p:
+        variants += [
+            VariantSpec(
+                "pruned-dense",
+                SHORT_LABELS["pruned-dense"],
+                p,
+                (),
+                False,
+                "The pruned checkpoint as stored: removed heads and FFN neurons are zeros, so it "
+                "does as much arithmetic as an unpruned model.",
+            ),
+            VariantSpec(
+                "pruned",
+                SHORT_LABELS["pruned"],
+                p,
+                ("compact",),
+                True,
+                "Zeroed heads and FFN neurons physically cut out of the pruned checkpoint.",
+            ),
+            *graph_chain("pruned", p, ("compact",), last),
+        ]
+    else:
+        variants += graph_chain("baseline", b, (), last)
     if family.latency_only:
         variants = [replace(v, latency_only=True) for v in variants]
     return variants
 
 
 def preset(name: str, device: str = "cpu", overrides: dict[str, str] | None = None) -> list[VariantSpec]:
-    """The variants of preset ``name`` for ``device``, with ``overrides`` ({"baseline"|"pruned": source})."""
+    """The variants of preset ``name`` for ``device``, with ``overrides`` ({"baseline"|"pruned": source}).
+
+    A baseline named without a pruned partner stands alone (its no-training chain): the preset's pruned model
+    belongs to the preset's baseline, and timing one model's pruned partner against another would compare two
+    unrelated models. ``pruned`` = ``none`` drops the partner of the preset's own baseline.
+    """
+    return chain(family_for(name, overrides), device)
+
+
+def family_for(name: str, overrides: dict[str, str] | None = None) -> Family:
+    """Preset ``name``'s family with ``overrides`` applied (see :func:`preset`)."""
     if name not in FAMILIES:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(FAMILIES)}")
     family = FAMILIES[name]
-    overrides = overrides or {}
+    overrides = {k: v for k, v in (overrides or {}).items() if v}
     unknown = set(overrides) - {"baseline", "pruned"}
     if unknown:
         raise ValueError(f"overrides take 'baseline' and 'pruned', not {sorted(unknown)}")
-    family = replace(
-        family, baseline=overrides.get("baseline") or family.baseline, pruned=overrides.get("pruned") or family.pruned
-    )
-    return chain(family, device)
+    baseline = overrides.get("baseline") or family.baseline
+    pruned = overrides.get("pruned") or (None if "baseline" in overrides else family.pruned)
+    if pruned is not None and pruned.strip().lower() == NO_PARTNER:
+        pruned = None
+    latency_only = family.latency_only
+    if "baseline" in overrides and "pruned" not in overrides:  # the baseline alone: random only if a replica
+        latency_only = baseline.startswith(REPLICA_SCHEME)
+    return replace(family, baseline=baseline, pruned=pruned, latency_only=latency_only)
 
 
 def load_config(path: str | Path) -> dict:
@@ -252,10 +279,7 @@ SHORT_LABELS = {
     "baseline": "Baseline",
     "pruned-dense": "Pruned, stored dense",
     "pruned": "Pruned",
-    "pruned-onnx": "Pruned + ONNX",
-    "pruned-onnx-opt": "Pruned + ONNX, optimized",
-    "pruned-onnx-opt-int8": "Pruned + ONNX + INT8",
-    "pruned-onnx-opt-fp16": "Pruned + ONNX + FP16",
+    **{v.name: v.label for root in ROOTS for last in ("int8", "fp16") for v in graph_chain(root, "", (), last)},
 }
 
 

@@ -151,13 +151,8 @@ def mode_jargon(mode: str | None) -> str:
 
 
 def variant_label(name: str | None) -> str:
-    """A variant's short plain name; the baseline's graphs borrow the pruned chain's ("Baseline + ONNX + FP16")."""
-    name = str(name or "")
-    if name.startswith("baseline-"):
-        pruned = "pruned" + name.removeprefix("baseline")
-        found = short_label(pruned)
-        return found.replace("Pruned", "Baseline", 1) if found != pruned else name
-    return short_label(name)
+    """A variant's short plain name ("Baseline + ONNX + FP16": the baseline's graphs are a chain of their own)."""
+    return short_label(str(name or ""))
 
 
 # --- frames ---------------------------------------------------------------------------------------
