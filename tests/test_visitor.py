@@ -116,7 +116,7 @@ def test_one_build_at_a_time_and_stop(offline: Path, base, tmp_path: Path) -> No
     first.thread.join(JOIN_S)
     snap = first.snapshot()
     assert all(v.state == FAILED and v.error == "Stopped." for v in snap.variants) and snap.done
-    assert not any(first.folder.rglob("*.onnx"))
+    assert not first.folder.exists()  # nothing of a stopped build is kept
     release.set()
     second = chains.start("visitor-2", VISITOR_ID)  # the slot is free again
     second.thread.join(JOIN_S)

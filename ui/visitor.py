@@ -41,6 +41,8 @@ def status_html(chain: VisitorChain | None, chains: VisitorChains, said: str = "
     if not snap.done:
         return f'<div class="qa-header"><b>{esc(head)}</b>{build_html(snap)}</div>'
     ready = len(chain.ready_names())
+    if chain.stop_reason and not ready:
+        return f'<div class="qa-notice">{esc(f"{head}: {chain.stop_reason} Nothing of it is kept.")}</div>'
     if ready:
         kept = seconds_words(chains.idle_s)
         said = (

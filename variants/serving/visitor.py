@@ -230,6 +230,8 @@ class VisitorChains:
             status.fail_pending(custom_error(exc))
             log.warning("%s: the build stopped: %s", chain.model_id, custom_error(exc))
         finally:
+            if not chain.ready_names():  # stopped or failed: nothing to keep
+                shutil.rmtree(chain.folder, ignore_errors=True)
             chain.finished = chain.last_used = self._clock()
 
     def _source(self, chain: VisitorChain) -> ResolvedSource:
