@@ -171,3 +171,30 @@ def test_busy_sentence() -> None:
     )
     assert "about 5 min left" in busy_sentence(snap, 300)
     assert issubclass(BuildStopped, BaseException) and not issubclass(BuildStopped, Exception)
+
+
+def test_measured_beside_the_presets(offline: Path, base, tmp_path: Path, squad_file: Path) -> None:
+    """The quick benchmark's engine for a visitor with a chain: the preset's variants and theirs in one record,
+    each speedup and agreement against its own chain's baseline; the summary stays on the preset's chain."""
+    from variants.benchmarking.quick import QuickRun  # noqa: PLC0415
+    from variants.core.squad import load_squad_json  # noqa: PLC0415
+    from variants.serving.visitor import beside  # noqa: PLC0415
+
+    chains = chains_for(base, tmp_path)
+    assert beside(base, None) is base
+    chain = chains.start("visitor-1", VISITOR_ID)
+    chain.thread.join(JOIN_S)
+    view = beside(base, chain)
+    assert [s.name for s in view.specs] == ["baseline", *(f"yours-{n}" for n in CHAIN)]
+    assert not any(s.headline for s in view.specs if s.name.startswith("yours-"))
+    assert view.specs[-1].label == "Your model + ONNX + INT8" and VISITOR_ID in view.specs[-1].description
+    run = QuickRun(view, load_squad_json(squad_file), 4, chunk_s=0.05)
+    while run.step():
+        pass
+    entries = {e.variant: e for e in run.record().entries}
+    assert set(entries) == {"baseline", *(f"yours-{n}" for n in CHAIN)}
+    assert entries["baseline"].speedup_vs_baseline == entries["yours-baseline"].speedup_vs_baseline == 1.0
+    int8 = entries["yours-baseline-onnx-opt-int8"]
+    own = entries["yours-baseline"].latency_ms.p50 / int8.latency_ms.p50
+    assert int8.speedup_vs_baseline == pytest.approx(own, rel=0.01)  # against its own baseline, not the preset's
+    chains.close()

@@ -414,4 +414,4 @@ def ask_tab(
         api_visibility="private",
     )
     if chains is not None:
-        wire_visitor(chains, visitor, visitor_cards, asked, [context, question, runs], group, line)
+        wire_visitor(chains, visitor, visitor_cards, asked, [context, question, runs], line)

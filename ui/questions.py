@@ -247,7 +247,7 @@ def make_handlers(
 ) -> dict[str, Callable]:
     """The tab's handlers; each chunk of a run takes a turn in ``line`` (the models' line that the Ask tab and
     ``/answer`` wait in), so it never runs beside their questions. ``engine_for(session)``: the engine a session's
-    run measures (the preset's, and beside it the visitor's own chain, whose headline variants join the run)."""
+    run measures (the preset's, and beside it the visitor's own chain, whose variants join the run)."""
 
     def begin(file: str | None, pasted: str, names: list[str], tick: int, request: gr.Request) -> tuple:
         if not names:
@@ -256,7 +256,7 @@ def make_handlers(
         if not names:
             return status_html(None, NOT_READY, error=True), *(gr.skip(),) * 4
         measured = engine_for(request.session_hash or "") if engine_for else engine
-        names += [v.spec.name for v in measured.loaded if v.spec.headline and v.spec.name not in engine.variants]
+        names += [v.spec.name for v in measured.loaded if v.ok and v.spec.name not in engine.variants]  # theirs
         try:
             questions, raw = read_input(engine, file, pasted)
             names = sorted(names, key=lambda n: n != "baseline")

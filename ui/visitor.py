@@ -18,8 +18,8 @@ from variants.serving.visitor import VisitorBusy, VisitorChain, VisitorChains
 
 from .cards import cards_html
 from .errors import log_refusal
-from .startup import build_html, seconds_words
-from .styles import html_block
+from .startup import STARTUP_CSS, build_html, seconds_words
+from .styles import BANNER_CSS, CARD_CSS, html_block
 from .text import esc
 
 VISITOR_CSS = """
@@ -41,8 +41,11 @@ def status_html(chain: VisitorChain | None, chains: VisitorChains, said: str = "
     if not snap.done:
         return f'<div class="qa-header"><b>{esc(head)}</b>{build_html(snap)}</div>'
     ready = len(chain.ready_names())
-    if chain.stop_reason and not ready:
-        return f'<div class="qa-notice">{esc(f"{head}: {chain.stop_reason} Nothing of it is kept.")}</div>'
+    if chain.stop_reason:
+        n = len(snap.variants)
+        kept = f"{ready} of {n} variants were ready and answer; the rest are not built." if ready else ""
+        said = f"{head}: {chain.stop_reason} {kept or 'Nothing of it is kept.'}"
+        return f'<div class="qa-notice">{esc(said)}</div>'
     if ready:
         kept = seconds_words(chains.idle_s)
         said = (
@@ -128,12 +131,12 @@ def visitor_controls(custom_mb: float) -> dict:
         with gr.Row():
             build = gr.Button("Build its chain", elem_id="custom-build", scale=3)
             stop = gr.Button("Stop", variant="stop", elem_id="custom-stop", scale=1)
-        status = html_block("", elem_id="custom-status")
+        status = html_block("", css=BANNER_CSS + STARTUP_CSS, elem_id="custom-status")
     return {"model_id": model_id, "build": build, "stop": stop, "status": status}
 
 
 def wire_visitor(
-    chains: VisitorChains, parts: dict, cards: gr.HTML, asked, ask_inputs: list, group: dict, line: ModelLine | None
+    chains: VisitorChains, parts: dict, cards: gr.HTML, asked, ask_inputs: list, line: ModelLine | None
 ) -> None:
     """The events: Build and Stop, a timer that redraws the build while it runs, and the visitor's Ask after the
     preset's (``asked``, the Ask event: its cards follow in the same models' line)."""
@@ -158,9 +161,19 @@ def wire_visitor(
         show_progress="hidden",
         api_visibility="private",
     )
-    asked.then(handlers["ask"], ask_inputs, [cards], api_visibility="private", show_progress="hidden", **group)
+    # not in the models' gradio group: a page without a chain answers at once, and one with a chain waits its turn
+    # in ``line``, as /answer does (refused, with how long to wait, when the line is full)
+    asked.then(
+        handlers["ask"],
+        ask_inputs,
+        [cards],
+        api_visibility="private",
+        show_progress="hidden",
+        concurrency_id="visitor-ask",
+        concurrency_limit=None,
+    )
 
 
 def visitor_cards_block() -> gr.HTML:
     """Where the visitor's cards go, under the preset's."""
-    return html_block("", css=VISITOR_CSS, elem_id="visitor-cards")
+    return html_block("", css=CARD_CSS + VISITOR_CSS, elem_id="visitor-cards")

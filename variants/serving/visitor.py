@@ -319,8 +319,9 @@ PREFIX = "yours-"  # the visitor's variants' names beside the preset's, where bo
 def beside(base: Engine, chain: VisitorChain | None) -> Engine:
     """An engine over the preset's variants and, when ``chain`` has any ready, the visitor's beside them (named
     ``yours-baseline``, ``yours-baseline-onnx``..., labelled "Your model ..."): what the quick benchmark and Your
-    questions measure for that visitor, so that one record, chart, cost table and report show both chains. Nothing
-    is loaded or built again; without a ready chain it is ``base`` itself."""
+    questions measure for that visitor, so that one record, chart, cost table and report show both chains, each
+    speedup against its own chain's baseline (:func:`variants.benchmarking.bench.compare`). Nothing is loaded or
+    built again; without a ready chain it is ``base`` itself."""
     ready = [v for v in (chain.engine.loaded if chain else []) if v.ok]
     if not ready:
         return base
@@ -329,8 +330,9 @@ def beside(base: Engine, chain: VisitorChain | None) -> Engine:
         spec = loaded.spec
         label = spec.label.replace("Baseline", "Your model", 1)
         description = f"{chain.model_id} (commit {chain.checked.revision[:10]}): {spec.description}"
+        # not headline: the record's one-sentence summary stays on the preset's chain
         renamed[PREFIX + spec.name] = replace(
-            loaded, spec=replace(spec, name=PREFIX + spec.name, label=label, description=description)
+            loaded, spec=replace(spec, name=PREFIX + spec.name, label=label, description=description, headline=False)
         )
     view = Engine(
         [*base.specs, *(v.spec for v in renamed.values())],
