@@ -83,7 +83,7 @@ def build_demo(
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
         # above every tab: the model, the preset, the hardware, and the build while it runs
-        header = html_block(header_html(engine), css=STARTUP_CSS, elem_id="qa-header")
+        header = html_block(header_html(engine.snapshot()), css=STARTUP_CSS, elem_id="qa-header")
         notice = html_block(  # the fallback banner, once, on every tab (decided while the build fetches)
             notice_html(engine.notice, "Fallback") if engine.notice else "",
             elem_id="notice",

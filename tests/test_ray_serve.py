@@ -156,7 +156,7 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     assert (got.answer, got.start, got.end, got.dtype) == (want.answer, want.start, want.end, "int8")
     assert len(got.latency_runs) == 3 and got.latency_min_ms <= got.latency_ms <= got.latency_max_ms
     assert results["baseline"].error.startswith(f"Not served at http://127.0.0.1:{cluster}/baseline")
-    html = cards_html(engine, ["baseline", INT8], results, context)
+    html = cards_html(engine.snapshot(results), ["baseline", INT8], context)
     assert f"Answered by Ray Serve at http://127.0.0.1:{cluster}/{INT8}" in html
     assert "8-bit integers" in html
     engine.close()

@@ -139,10 +139,10 @@ def test_variants_join_as_they_build_and_a_failed_one_leaves_the_others_serving(
     snap = engine.status.snapshot()
     assert snap.state("baseline").state == READY and not snap.done
     assert [v.spec.name for v in engine.loaded] == ["baseline"]  # the ready ones, as before the build ran apart
-    cards = cards_html(engine, ["baseline", "pruned", "pruned-onnx-opt-int8"], {}, "")
+    cards = cards_html(engine.snapshot(), ["baseline", "pruned", "pruned-onnx-opt-int8"], "")
     assert 'data-variant="baseline" data-state="idle"' in cards
     assert 'data-variant="pruned" data-state="building"' in cards and "building: compact" in cards
-    assert "Building the variants: 1 of 3 ready" in header_html(engine)
+    assert "Building the variants: 1 of 3 ready" in header_html(engine.snapshot())
 
     *_, (answered, summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [])
     assert 'data-variant="baseline" data-state="done"' in answered and "Still building: Pruned" in summary
@@ -153,9 +153,9 @@ def test_variants_join_as_they_build_and_a_failed_one_leaves_the_others_serving(
     assert snap.done and snap.state("pruned").state == FAILED and "does not exist" in snap.state("pruned").error
     assert snap.state("pruned-onnx-opt-int8").state == FAILED  # the same missing source
     assert engine.variants["baseline"].ok and engine.variants["pruned"].error
-    header = header_html(engine)
+    header = header_html(engine.snapshot())
     assert "2 of 3 variants failed to build" in header and "the others serve" in header
-    cards = cards_html(engine, ["baseline", "pruned"], {}, "")
+    cards = cards_html(engine.snapshot(), ["baseline", "pruned"], "")
     assert 'data-variant="pruned" data-state="error"' in cards and "does not exist" in cards
 
 
@@ -172,7 +172,7 @@ def test_the_fallback_is_decided_in_the_background_and_said(tiny_qa_dir, tiny_pr
     engine.build_in_background().join(120)
     assert engine.preset == "embedded" and "madlag/" in engine.notice
     assert [v.name for v in engine.status.snapshot().variants] == ["baseline"] and engine.status.snapshot().done
-    assert "preset</b> <code>embedded</code>" in header_html(engine)
+    assert "preset</b> <code>embedded</code>" in header_html(engine.snapshot())
 
 
 # --- the app opens before the build ends ------------------------------------------------------------------

@@ -108,11 +108,12 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         if not ready:
             raise refused("No variant is ready yet: the top of the page shows the build; ask again in a moment.", "Ask")
         results: dict[str, VariantResult] = {}
-        coming = coming_html(engine, names)
+        snap = engine.snapshot()
+        coming = coming_html(snap, names)
         yield (
-            cards_html(engine, names, results, context, running=True),
-            summary_html(engine, ready, results, running=True) + coming,
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context, running=True),
+            summary_html(snap, ready, running=True) + coming,
+            latency_figure(snap, names),
             last,
         )
         timing = request_rule(int(runs), DEFAULT_BUDGET_S)  # the slider stays inside the cap; a crafted call too
@@ -123,18 +124,20 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
                     results = progress.results
                     if progress.phase == "done":
                         break
+                    snap = engine.snapshot(results)
                     yield (
-                        cards_html(engine, names, results, context, running=True),
-                        summary_html(engine, ready, results, running=True) + coming,
-                        latency_figure(engine, names, results),
+                        cards_html(snap, names, context, running=True),
+                        summary_html(snap, ready, running=True) + coming,
+                        latency_figure(snap, names),
                         last,
                     )
         except (InputError, Refused) as exc:  # e.g. a question too long for the model's window; a full line
             raise refused(str(exc), "Ask") from None
+        snap = engine.snapshot(results)
         yield (
-            cards_html(engine, names, results, context),
-            summary_html(engine, ready, results, running=False) + coming_html(engine, names),
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context),
+            summary_html(snap, ready, running=False) + coming_html(snap, names),
+            latency_figure(snap, names),
             {"context": context, "results": results},
         )
 
@@ -183,10 +186,11 @@ def make_reselect(engine: Engine) -> Callable[..., tuple]:
         names = selected_names(engine, extra, leave_out)
         results = {k: v for k, v in (last or {}).get("results", {}).items() if k in names}
         context = (last or {}).get("context", "")
+        snap = engine.snapshot(results)
         return (
-            cards_html(engine, names, results, context),
-            summary_html(engine, names, results, running=False) + coming_html(engine, names),
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context),
+            summary_html(snap, names, running=False) + coming_html(snap, names),
+            latency_figure(snap, names),
         )
 
     return reselect
@@ -362,11 +366,12 @@ def ask_tab(
             )
             if chains is not None:
                 visitor = visitor_controls(chains.max_mb)
-    summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
-    cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
-    # hidden until the first question: an empty chart is a white box
+    snap = engine.snapshot()
+    summary = html_block(summary_html(snap, headline, running=False), elem_id="qa-summary")
+    cards = html_block(cards_html(snap, headline, ""), css=CARD_CSS, elem_id="qa-cards")
     visitor_cards = visitor_cards_block() if chains is not None else None  # the visitor's own chain, under these
-    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
+    # hidden until the first question: an empty chart is a white box
+    chart = gr.Plot(latency_figure(snap, headline), show_label=False, elem_id="latency-chart", visible=False)
     if page is not None:
         share_controls(engine, page, context, question, extra, leave_out, rule, margin)
     live_region([submit.click, question.submit])

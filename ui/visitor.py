@@ -62,9 +62,8 @@ def chain_cards_html(chain: VisitorChain | None, results: dict, context: str, ru
         return ""
     names = [s.name for s in chain.engine.specs]
     head = f"Your model: {chain.model_id}, its own chain (each speedup against its own baseline; only you see it)"
-    return f'<div class="qa-visitor-head" id="visitor-head"><b>{esc(head)}</b></div>' + cards_html(
-        chain.engine, names, results, context, running=running
-    )
+    cards = cards_html(chain.engine.snapshot(results), names, context, running=running)
+    return f'<div class="qa-visitor-head" id="visitor-head"><b>{esc(head)}</b></div>{cards}'
 
 
 def make_handlers(chains: VisitorChains, line: ModelLine | None = None) -> dict[str, Callable]:

@@ -50,6 +50,7 @@ from variants.serving.outcome import (
     VariantResult,
     describe_error,
 )
+from variants.serving.snapshot import Snapshot, take
 
 log = logging.getLogger("variants.serving.engine")
 
@@ -347,6 +348,12 @@ class Engine(TimedAsking):
     @property
     def loaded(self) -> list[LoadedVariant]:
         return list(self.variants.values())
+
+    def snapshot(self, results: dict[str, VariantResult] | None = None) -> Snapshot:
+        """What the page draws, now: each variant in chain order with its build state and, given ``results``,
+        its result (:mod:`variants.serving.snapshot`), for renderers that read data, not the engine."""
+        build, chain, loaded = self.status.snapshot(), self.specs, self.variants  # each read once
+        return take(chain, loaded, build, self.preset, self.device, self.notice, results)
 
     def check_input(self, question: str, context: str) -> None:
         """Raise :class:`InputError` with a clear message for input no variant should run on
