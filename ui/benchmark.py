@@ -408,6 +408,8 @@ def make_quick_handlers(
         run, unchanged = runs.get(key), (gr.skip(),) * (QUICK_SHOWN + 2)
         if run is None:
             return *unchanged, gr.skip(), gr.skip()
+        if engine_for:
+            engine_for(key)  # a use of the visitor's chain the run measures: its idle time starts again
         with line.queued_turn() if line else nullcontext():
             run.step()
         if not run.finished:
