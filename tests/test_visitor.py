@@ -176,8 +176,10 @@ def test_busy_sentence() -> None:
 def test_measured_beside_the_presets(offline: Path, base, tmp_path: Path, squad_file: Path) -> None:
     """The quick benchmark's engine for a visitor with a chain: the preset's variants and theirs in one record,
     each speedup and agreement against its own chain's baseline; the summary stays on the preset's chain."""
+    from ui.report import benchmark_report  # noqa: PLC0415
     from variants.benchmarking.quick import QuickRun  # noqa: PLC0415
     from variants.core.squad import load_squad_json  # noqa: PLC0415
+    from variants.records.cost import record_costs  # noqa: PLC0415
     from variants.serving.visitor import beside  # noqa: PLC0415
 
     chains = chains_for(base, tmp_path)
@@ -191,10 +193,15 @@ def test_measured_beside_the_presets(offline: Path, base, tmp_path: Path, squad_
     run = QuickRun(view, load_squad_json(squad_file), 4, chunk_s=0.05)
     while run.step():
         pass
-    entries = {e.variant: e for e in run.record().entries}
+    record = run.record()
+    entries = {e.variant: e for e in record.entries}
     assert set(entries) == {"baseline", *(f"yours-{n}" for n in CHAIN)}
     assert entries["baseline"].speedup_vs_baseline == entries["yours-baseline"].speedup_vs_baseline == 1.0
     int8 = entries["yours-baseline-onnx-opt-int8"]
     own = entries["yours-baseline"].latency_ms.p50 / int8.latency_ms.p50
     assert int8.speedup_vs_baseline == pytest.approx(own, rel=0.01)  # against its own baseline, not the preset's
+    costs = {c.variant: c for c in record_costs(record, 1.0)}
+    assert costs["yours-baseline-onnx-opt-int8"].batch1_usd is not None  # the cost per million answers
+    report = benchmark_report(record, price=1.0)  # and the report, with the visitor's chain in its table
+    assert "Your model + ONNX + INT8" in report and "$ per million answers" in report
     chains.close()
