@@ -46,6 +46,7 @@ from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
 from variants.serving.guard import ModelLine, RunBook
+from variants.serving.visitor import VisitorChains, beside
 
 RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
 CONCURRENCY_GROUP = "models"  # every handler that runs a model shares this queue group
@@ -63,6 +64,7 @@ def build_demo(
     sample_file: Path = SAMPLE_FILE,
     allow_custom_models: bool = False,
     max_custom_mb: float | None = None,
+    visitor_chains: VisitorChains | None = None,
 ) -> gr.Blocks:
     """The page for an engine, built or still building, its queue configured: every handler that runs a model is in
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
@@ -76,9 +78,10 @@ def build_demo(
     results_dir = results_dir or config.results_dir()
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
-    custom_mb = None  # the size cap of "Try your own model"; None leaves the feature out
+    chains = None  # the visitors' own chains ("Try your own model"); None leaves the feature out
     if allow_custom_models:
-        custom_mb = custom.max_custom_mb() if max_custom_mb is None else max_custom_mb
+        chains = visitor_chains or VisitorChains(engine, max_mb=max_custom_mb)
+    engine_for = functools.partial(visitor_view, engine, chains)  # a session's engine: the preset's, and its chain
     # from the specs, known before anything builds (the fallback to `embedded` keeps the chain's names)
     headline = [s.name for s in engine.specs if s.headline]
     steps = [(short_label(s.name, s.label), s.name) for s in engine.specs if not s.headline]
@@ -94,12 +97,13 @@ def build_demo(
         )
         timer = gr.Timer(1.0)  # polls the engine's build state; stops once the build is over
         with gr.Tab("Ask"):
-            ask_tab(engine, headline, steps, group, sample_file, custom_mb, line, page=demo, timer=timer)
+            ask_tab(engine, headline, steps, group, sample_file, chains, line, page=demo, timer=timer)
         with gr.Tab("Benchmark"):
-            benchmark_tab(engine, results_dir, group, sample_file, QuickRun, benchmark_report_file, line=line)
+            report = benchmark_report_file
+            benchmark_tab(engine, results_dir, group, sample_file, QuickRun, report, line=line, engine_for=engine_for)
         runs = RunBook()  # the app's one book of runs: the tab's and /evaluate's together
         with gr.Tab("Your questions"):
-            questions_tab(engine, group, Evaluation, runs, questions_report_file, line=line)
+            questions_tab(engine, group, Evaluation, runs, questions_report_file, line=line, engine_for=engine_for)
         with gr.Tab("About"):
             about = html_block(about_html(engine))
         gr.on(  # at once for a page opened later, then every tick while the build runs
@@ -126,6 +130,12 @@ def build_demo(
         gr.api(make_evaluate_api(engine, Evaluation, runs, line), api_name="evaluate", **group)
     demo.queue(max_size=2 * max_queue + BACKSTOP, default_concurrency_limit=concurrency_limit)
     return demo
+
+
+def visitor_view(engine: Engine, chains: VisitorChains | None, owner: str) -> Engine:
+    """The engine a session's long runs measure: the preset's, with that visitor's ready chain beside it."""
+    chain = chains.get(owner) if chains is not None else None
+    return beside(engine, chain)
 
 
 def quiet_known_warnings() -> None:

@@ -217,3 +217,30 @@ class SlowRun:
 
     def stop(self, why: str = "stopped") -> None:
         self.stopped = why
+
+
+VISITOR_ID = "someone/tiny-distil-qa"  # a visitor's model in the local Hub cache: DistilBERT, not the preset's BERT
+
+
+def write_cached_distilbert(cache: Path, model_id: str = VISITOR_ID, revision: str = "d" * 40) -> Path:
+    """A tiny DistilBertForQuestionAnswering (the fixture vocabulary) saved in huggingface_hub's cache layout:
+    ``cache/models--OWNER--NAME/snapshots/<revision>/...`` and ``refs/main`` naming the revision; returns the
+    snapshot folder."""
+    import torch  # noqa: PLC0415
+    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertForQuestionAnswering  # noqa: PLC0415
+
+    from conftest import write_vocab  # noqa: PLC0415
+
+    repo = cache / ("models--" + model_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
+    write_vocab(snapshot / "vocab.txt")
+    tokenizer = BertTokenizerFast.from_pretrained(snapshot, do_lower_case=True)
+    torch.manual_seed(0)
+    shape = {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 128}
+    model = DistilBertForQuestionAnswering(DistilBertConfig(vocab_size=len(tokenizer), initializer_range=0.2, **shape))
+    model.eval().save_pretrained(snapshot)
+    tokenizer.save_pretrained(snapshot)
+    return snapshot

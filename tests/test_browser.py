@@ -9,12 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import MODEL_ID, SMALL, FakeHub, running, tiny_engine, write_fake_record
+from app_helpers import running, tiny_engine, write_fake_record
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import app
-from variants.building import custom
-from variants.building.sources import ResolvedSource
 from variants.serving.engine import load_engine
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -144,41 +142,6 @@ def test_benchmark_tab_renders_its_plots(page, shots: Path) -> None:
     page.get_by_role("tab", name="About").click()
     page.get_by_role("columnheader", name="Build steps").wait_for()  # the page's intro speaks of build steps too
     page.screenshot(path=str(shots / "about.png"), full_page=True)
-
-
-def test_try_your_own_model(browser, tiny_qa_dir: Path, artifacts_dir: Path, tmp_path: Path, monkeypatch, shots):
-    """With --allow-custom-models: a path is refused, a (stand-in) Hub model loads and answers on its own card."""
-    hub = FakeHub(tiny_qa_dir / "config.json", SMALL).install(monkeypatch, tmp_path)
-
-    def resolve_hub(model_id: str, revision: str | None = None, extra_ignore=()) -> ResolvedSource:
-        return ResolvedSource(model_id, tiny_qa_dir, f"hub:{model_id}@{revision}", False)
-
-    monkeypatch.setattr(custom, "resolve_hub", resolve_hub)
-    overrides = {"baseline": str(tiny_qa_dir)}
-    engine = load_engine("embedded", "cpu", overrides, cache_dir=artifacts_dir, names=["baseline"])
-    demo = app.build_demo(engine, results_dir=tmp_path, allow_custom_models=True)
-    with running(demo) as address:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        page.goto(address)
-        page.get_by_text("Try your own model").click()
-        box = page.get_by_label("Hub model id")
-        box.fill("../../etc/passwd")
-        page.get_by_role("button", name="Load it as an extra variant").click()
-        page.locator("#custom-status .qa-notice").get_by_text("never file paths").wait_for()
-        box.fill(MODEL_ID)
-        page.get_by_role("button", name="Load it as an extra variant").click()
-        page.locator("#custom-status .qa-ok").wait_for()
-        page.wait_for_selector('#qa-cards .qa-card[data-variant="custom"]')
-        ask(page, CONTEXT, QUESTION)
-        page.wait_for_function(ALL_SETTLED)
-        card = page.locator('#qa-cards .qa-card[data-variant="custom"]')
-        assert card.get_attribute("data-state") == "done", card.inner_text()
-        assert MODEL_ID in card.inner_text()
-        page.screenshot(path=str(shots / "custom-model.png"), full_page=True)
-        context.close()
-    assert hub.downloads == ["config.json"]
 
 
 # --- the shipped models, as a newcomer meets them ---------------------------------------------------

@@ -1,5 +1,5 @@
 """A user's own Hub model: the id, architecture and size checks (with the Hub stood in for by a local
-config and fake file listings), loading it as an extra variant, and the feature switch in the app."""
+config and fake file listings) and the feature switch in the app; building it into its chain: test_visitor.py."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ import gradio as gr
 import huggingface_hub
 import pytest
 import requests
-from app_helpers import CONTEXT, MB, MODEL_ID, QUESTION, SMALL, TINY_SETTINGS, FakeHub
+from app_helpers import MB, MODEL_ID, SMALL, FakeHub
 from huggingface_hub.errors import RepositoryNotFoundError
 
 import app
-from ui.ask import make_custom_loader, selected_names
-from ui.cards import cards_html
 from variants.building import custom
 from variants.building.custom import CustomModelRefused, check_model_id, custom_models_allowed, inspect_model
-from variants.building.sources import ResolvedSource
 from variants.serving.engine import load_engine
 
 # --- the id ---------------------------------------------------------------------------------------
@@ -142,65 +139,6 @@ def test_offline_and_unknown_models(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", missing)
     with pytest.raises(CustomModelRefused, match="no public model someone/tiny-qa"):
         inspect_model(MODEL_ID)
-
-
-# --- loading it -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def checked_hub(tiny_qa_dir: Path, tmp_path, monkeypatch) -> FakeHub:
-    """The Hub stood in for, with the tiny QA model as the snapshot it would download."""
-    hub = FakeHub(tiny_qa_dir / "config.json", SMALL).install(monkeypatch, tmp_path)
-
-    def resolve_hub(model_id: str, revision: str | None = None, extra_ignore=()) -> ResolvedSource:
-        assert model_id == MODEL_ID and revision == hub.sha and "*.bin" in extra_ignore
-        return ResolvedSource(model_id, tiny_qa_dir, f"hub:{model_id}@{revision}", False)
-
-    monkeypatch.setattr(custom, "resolve_hub", resolve_hub)
-    return hub
-
-
-@pytest.fixture
-def baseline_engine(tiny_qa_dir: Path, artifacts_dir: Path):
-    """A fresh engine with only the tiny baseline, for a custom variant to join."""
-    return load_engine(
-        "embedded",
-        "cpu",
-        {"baseline": str(tiny_qa_dir)},
-        cache_dir=artifacts_dir,
-        settings=TINY_SETTINGS,
-        names=["baseline"],
-    )
-
-
-def test_loaded_as_an_extra_variant(checked_hub, baseline_engine) -> None:
-    engine = baseline_engine
-    loaded = custom.load_custom_variant(engine, MODEL_ID)
-    assert loaded.ok and loaded.spec.name == "custom" and MODEL_ID in loaded.spec.label
-    results = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
-    assert list(results) == ["baseline", "custom"]
-    same = results["baseline"], results["custom"]  # the same weights under another name
-    assert same[0].answer == same[1].answer and same[1].error is None
-    custom.load_custom_variant(engine, MODEL_ID)  # another replaces it: one at a time
-    assert [v.spec.name for v in engine.loaded] == ["baseline", "custom"]
-    engine.remove_variant("custom")
-    assert [v.spec.name for v in engine.loaded] == ["baseline"]
-    assert engine.answer_one("custom", QUESTION, CONTEXT).error == "This variant is no longer loaded."
-
-
-def test_the_app_handler(checked_hub, baseline_engine) -> None:
-    engine = baseline_engine
-    steps = [("Pruned + ONNX", "pruned-onnx")]
-    load = make_custom_loader(engine, steps, 500)
-    status, update = load("../../etc/passwd", ["pruned-onnx"], progress=lambda *_a, **_kw: None)
-    assert 'class="qa-notice"' in status and "never file paths" in status
-    assert update == gr.skip()  # the checkboxes stay as they are
-    status, update = load(MODEL_ID, ["pruned-onnx"], progress=lambda *_a, **_kw: None)
-    assert 'class="qa-ok"' in status and MODEL_ID in status
-    assert update.choices == [("Pruned + ONNX", "pruned-onnx"), (f"Your model: {MODEL_ID}", "custom")]
-    assert update.value == ["pruned-onnx", "custom"]
-    cards = cards_html(engine.snapshot(), selected_names(engine, update.value), "")
-    assert 'data-variant="custom"' in cards
 
 
 # --- the switch -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
 from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule, visitor
 from variants.serving.outcome import VariantResult
+from variants.serving.visitor import VisitorChains
 
 from . import SAMPLE_FILE
 from .announce import QUESTION_ID, announce, live_region
@@ -28,7 +29,7 @@ from .errors import log_refusal, refused
 from .share import share_controls
 from .startup import coming_html, when_changed
 from .styles import CARD_CSS, html_block
-from .text import esc
+from .visitor import visitor_cards_block, visitor_controls, wire_visitor
 
 log = logging.getLogger("app")
 
@@ -267,36 +268,6 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
     return answer_in_line
 
 
-# --- Try your own model ---------------------------------------------------------------------------
-
-
-def custom_status_html(message: str, ok: bool) -> str:
-    kind = "qa-ok" if ok else "qa-notice"
-    return f'<div class="{kind}">{esc(message)}</div>'
-
-
-def make_custom_loader(engine: Engine, steps: list[tuple[str, str]], max_mb: float) -> Callable[..., tuple]:
-    """Check and load a user's Hub model as the extra variant ``custom``; tick it so that its card shows."""
-
-    def load(model_id: str, extra: list[str], progress=gr.Progress()) -> tuple:
-        try:
-            loaded = custom.load_custom_variant(engine, model_id, max_mb, progress=lambda f, m: progress(f, desc=m))
-        except custom.CustomModelRefused as exc:
-            return custom_status_html(str(exc), ok=False), gr.skip()
-        if not loaded.ok:
-            return custom_status_html(f"{loaded.spec.label} failed to load: {loaded.error}", ok=False), gr.skip()
-        name = loaded.spec.name
-        status = (
-            f"Loaded {loaded.spec.label.removeprefix('Your model: ')} ({loaded.spec.description.rstrip('.')}) "
-            "as an extra variant: press Ask to compare it. Loading another model replaces it."
-        )
-        ticked = [*(e for e in extra or [] if e != name), name]
-        choices = [*steps, (loaded.spec.label, name)]
-        return custom_status_html(status, ok=True), gr.CheckboxGroup(choices=choices, value=ticked, visible=True)
-
-    return load
-
-
 THRESHOLD_RULES = [  # (what the control says, mode)
     ("Like the transformers pipeline (default)", "pipeline"),
     ("Calibrated for SQuAD v2", "calibrated"),
@@ -331,12 +302,13 @@ def ask_tab(
     steps: list[tuple[str, str]],
     group: dict,
     sample_file: Path,
-    custom_mb: float | None = None,
+    chains: VisitorChains | None = None,
     line: ModelLine | None = None,
     page: gr.Blocks | None = None,
     timer: gr.Timer | None = None,
 ):
-    """The Ask tab; ``custom_mb`` (the size cap) adds "Try your own model", None leaves it out. The inputs sit
+    """The Ask tab; ``chains`` (the visitors' chains, :mod:`ui.visitor`) adds "Try your own model", None leaves it
+    out. The inputs sit
     above the summary and the cards; after Ask the page scrolls to them if they are below the fold. ``line``:
     the models' line shared with ``/answer``. ``page`` (the Blocks) adds a link to the question on the screen
     (:mod:`ui.share`), read when the page loads. ``timer`` redraws the cards when a variant's build state changes
@@ -405,19 +377,12 @@ def ask_tab(
                 info="What each build step buys on its own (see the About tab).",
                 visible=bool(steps),
             )
-            if custom_mb is not None:
-                with gr.Accordion("Try your own model", open=False, elem_id="custom-model"):
-                    model_id = gr.Textbox(
-                        label="Hub model id",
-                        placeholder=custom.EXAMPLE_ID,
-                        info=f"An extractive QA model (…ForQuestionAnswering) of the BERT family, up to "
-                        f"{custom_mb:,.0f} MB; it runs in PyTorch next to the others.",
-                    )
-                    load = gr.Button("Load it as an extra variant")
-                    custom_status = html_block("", elem_id="custom-status")
+            if chains is not None:
+                visitor = visitor_controls(chains.max_mb)
     snap = engine.snapshot()
     summary = html_block(summary_html(snap, headline, running=False), elem_id="qa-summary")
     cards = html_block(cards_html(snap, headline, ""), css=CARD_CSS, elem_id="qa-cards")
+    visitor_cards = visitor_cards_block() if chains is not None else None  # the visitor's own chain, under these
     # hidden until the first question: an empty chart is a white box
     chart = gr.Plot(latency_figure(snap, headline), show_label=False, elem_id="latency-chart", visible=False)
     if page is not None:
@@ -467,13 +432,5 @@ def ask_tab(
         queue=False,
         api_visibility="private",
     )
-    if custom_mb is not None:
-        gr.on(
-            [load.click, model_id.submit],
-            make_custom_loader(engine, steps, custom_mb),
-            [model_id, extra],
-            [custom_status, extra],
-            api_visibility="private",
-            concurrency_id="custom-model",
-            concurrency_limit=1,
-        )
+    if chains is not None:
+        wire_visitor(chains, visitor, visitor_cards, asked, [context, question, runs], line)

@@ -388,6 +388,7 @@ def make_quick_handlers(
     runs: Runs,
     stored: list[Record] | None = None,
     line: ModelLine | None = None,
+    engine_for: Callable[[str], Engine] | None = None,
 ) -> dict[str, Callable]:
     """Start a quick benchmark, run it one chunk per call, stop it; when it ends, its record is added beside the
     stored records (never instead of them), selected. Each chunk takes a turn in ``line`` (the models' line of the
@@ -395,7 +396,8 @@ def make_quick_handlers(
 
     def begin(n: float, tick: int, request: gr.Request) -> tuple:
         try:
-            run = start(engine, load_squad_json(sample_file), int(n))
+            measured = engine_for(request.session_hash or "") if engine_for else engine  # with the visitor's chain
+            run = start(measured, load_squad_json(sample_file), int(n))
             runs.start(request.session_hash or "", run)
         except (ValueError, Refused) as exc:  # variants answered by a backend, a run already going: the reason
             raise gr.Error(str(exc)) from None
@@ -406,6 +408,8 @@ def make_quick_handlers(
         run, unchanged = runs.get(key), (gr.skip(),) * (QUICK_SHOWN + 2)
         if run is None:
             return *unchanged, gr.skip(), gr.skip()
+        if engine_for:
+            engine_for(key)  # a use of the visitor's chain the run measures: its idle time starts again
         with line.queued_turn() if line else nullcontext():
             run.step()
         if not run.finished:
@@ -457,6 +461,7 @@ def benchmark_tab(
     start_quick: QuickStart,
     make_report: MakeReport | None = None,
     line: ModelLine | None = None,
+    engine_for: Callable[[str], Engine] | None = None,
 ):
     stored = stored_records(results_dir)
     record, note = stored_record(engine, results_dir)
@@ -593,7 +598,7 @@ def benchmark_tab(
         gr.on(changed, stale, None, report_file, queue=False, api_visibility="private")
     choice.change(lambda key: gr.Row(visible=bool(key)), [choice], [charts], queue=False, api_visibility="private")
     older.change(list_records, [older, choice, quick_runs], choice, api_visibility="private")
-    handlers = make_quick_handlers(engine, sample_file, start_quick, Runs(), stored, line)
+    handlers = make_quick_handlers(engine, sample_file, start_quick, Runs(), stored, line, engine_for)
     tick = gr.Number(0, visible=False, elem_id="bench-tick")
     run.click(handlers["begin"], [n, tick], [quick_state, tick], api_visibility="private", concurrency_id="bench-start")
     tick.change(

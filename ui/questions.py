@@ -243,9 +243,11 @@ def make_handlers(
     runs: Runs,
     make_report: Callable[[Any, Any, float | None], str] | None = None,
     line: ModelLine | None = None,
+    engine_for: Callable[[str], Engine] | None = None,
 ) -> dict[str, Callable]:
     """The tab's handlers; each chunk of a run takes a turn in ``line`` (the models' line that the Ask tab and
-    ``/answer`` wait in), so it never runs beside their questions."""
+    ``/answer`` wait in), so it never runs beside their questions. ``engine_for(session)``: the engine a session's
+    run measures (the preset's, and beside it the visitor's own chain, whose variants join the run)."""
 
     def begin(file: str | None, pasted: str, names: list[str], tick: int, request: gr.Request) -> tuple:
         if not names:
@@ -253,10 +255,12 @@ def make_handlers(
         names = [n for n in names if n in engine.variants and engine.variants[n].ok]  # not still building or failed
         if not names:
             return status_html(None, NOT_READY, error=True), *(gr.skip(),) * 4
+        measured = engine_for(request.session_hash or "") if engine_for else engine
+        names += [v.spec.name for v in measured.loaded if v.ok and v.spec.name not in engine.variants]  # theirs
         try:
             questions, raw = read_input(engine, file, pasted)
             names = sorted(names, key=lambda n: n != "baseline")
-            run = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
+            run = start(measured, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
             runs.start(request.session_hash or "", run, visitor(request))
         except (QuestionFileError, Refused) as exc:
             log_refusal(str(exc), "Your questions")
@@ -274,6 +278,8 @@ def make_handlers(
         run = runs.get(key)
         if run is None:
             return (gr.skip(),) * 8
+        if engine_for:
+            engine_for(key)  # a use of the visitor's chain the run measures: its idle time starts again
         with line.queued_turn() if line else nullcontext():
             run.step()
         status = status_html(run)
@@ -423,12 +429,13 @@ def questions_tab(
     runs: Runs | None = None,
     make_report: Callable[[Any, Any, float | None], str] | None = None,
     line: ModelLine | None = None,
+    engine_for: Callable[[str], Engine] | None = None,
 ) -> None:
     """The tab's layout and events; ``group`` is the model queue's concurrency group (each chunk queues in it);
     ``runs`` the app's book of runs (shared with ``/evaluate``). ``make_report`` (run, its record, the price per
     hour or None) -> a report's path: app.py hands in ui.report.questions_report_file."""
     runs = runs if runs is not None else Runs()
-    handlers = make_handlers(engine, start, runs, make_report, line)
+    handlers = make_handlers(engine, start, runs, make_report, line, engine_for)
     gr.Markdown(
         "Bring your own questions: every variant you pick answers each of them once, timed, and the table shows "
         "what each optimization costs on *your* data. " + limits_text(engine),

@@ -162,17 +162,25 @@ def compare(
     others: list[VariantEntry] | None = None,
 ) -> None:
     """Fill in the speedups over the baseline, the peer and each other peer (see :func:`speedup`), and
-    agreement with the baseline."""
-    base = next((e for e in entries if e.variant == "baseline"), None)
+    agreement with the baseline. Two chains measured side by side (a visitor's, its names prefixed, e.g.
+    ``yours-baseline-onnx``) each have their own baseline: an entry's is the ``<prefix>baseline`` its name starts
+    with, the longest such prefix, else ``baseline``."""
+    bases = {e.variant.removesuffix("baseline"): e for e in entries if e.variant.endswith("baseline")}
+
+    def base_of(entry: VariantEntry) -> VariantEntry | None:
+        prefix = max((p for p in bases if p and entry.variant.startswith(p)), key=len, default="")
+        return bases.get(prefix)
+
     for entry in [*entries, *([peer] if peer else []), *(others or [])]:
+        base = base_of(entry)
         entry.speedup_vs_baseline, entry.speedup_vs_baseline_range = speedup(base, entry)
         entry.speedup_vs_peer, entry.speedup_vs_peer_range = speedup(peer, entry)
         for other in others or []:
             ratio, bounds = speedup(other, entry)
             if ratio is not None and other is not entry:
                 entry.speedup_vs_peers[other.variant] = [ratio, *(bounds or [])]
-        if entry.variant in preds and "baseline" in preds:
-            entry.agreement_with_baseline = agreement(preds[entry.variant], preds["baseline"])
+        if base is not None and entry.variant in preds and base.variant in preds:
+            entry.agreement_with_baseline = agreement(preds[entry.variant], preds[base.variant])
 
 
 def fill_latency(entry: VariantEntry, timing: Timing) -> None:

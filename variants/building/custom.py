@@ -1,29 +1,30 @@
-"""A user's own Hub model as an extra variant, checked before any weights are downloaded.
+"""A user's own Hub model, checked before any weights are downloaded.
 
 The checks, in order, each refusal with its own message (:class:`CustomModelRefused`):
 
 1. the id is a plain Hub id ``org/name``, never a path (:func:`check_model_id`);
-2. the Hub knows it (``HfApi().model_info(files_metadata=True)``; offline: the engine's offline message);
+2. the Hub knows it (``HfApi().model_info(files_metadata=True)``); offline (``HF_HUB_OFFLINE=1`` or no network)
+   a copy already in the local Hub cache is used as it is (:func:`inspect_cached`), else the offline message;
 3. its ``config.json``, fetched alone, names a ``*ForQuestionAnswering`` architecture of a BERT-family
    ``model_type`` the engine runs, and needs no custom code (``trust_remote_code`` is never used);
 4. the files it would download weigh at most ``max_mb`` (default 500 MB, ``$VARIANTS_MAX_CUSTOM_MB``).
 
-Then the snapshot of exactly the checked commit is downloaded and loaded as the variant ``custom``
-(PyTorch FP32, one at a time per server: loading another replaces it). The feature is off unless
-switched on (:func:`custom_models_allowed`).
+What passes is built into its no-training chain beside the preset's by :mod:`variants.serving.visitor`. The
+feature is off unless switched on (:func:`custom_models_allowed`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import Any
 
-from variants.building.sources import IGNORE_PATTERNS, SourceUnavailable, offline_message, resolve_hub
+from variants.building.sources import IGNORE_PATTERNS, offline_message
 from variants.core import config
-from variants.core import spec as specs
 
 CUSTOM_NAME = "custom"
 MAX_MB_ENV = config.MAX_CUSTOM_MB_ENV
@@ -47,8 +48,6 @@ HUB_ID = re.compile(rf"{_PART}/{_PART}")
 # When a repository has safetensors weights, its other weight formats are not downloaded.
 _OTHER_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt")
 
-Progress = Callable[[float, str], None]
-
 
 class CustomModelRefused(ValueError):
     """A model id that will not be loaded; the message says why, in one sentence."""
@@ -64,6 +63,7 @@ class CheckedModel:
     architecture: str
     download_mb: float
     extra_ignore: tuple[str, ...] = ()
+    cached: Path | None = None  # the snapshot already in the local Hub cache, used as it is (offline)
 
 
 def custom_models_allowed(flag: bool = False, environ: Mapping[str, str] | None = None) -> bool:
@@ -109,7 +109,13 @@ def inspect_model(model_id: str, max_mb: float | None = None) -> CheckedModel:
     """Every check before download (see the module docstring); only config.json is fetched."""
     model_id = check_model_id(model_id)
     max_mb = max_custom_mb() if max_mb is None else max_mb
-    info = _model_info(model_id)
+    try:
+        info = _model_info(model_id)
+    except HubUnreachable as exc:
+        cached = inspect_cached(model_id, max_mb)
+        if cached is None:
+            raise CustomModelRefused(str(exc)) from None
+        return cached
     revision = getattr(info, "sha", None) or "main"
     siblings = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
     config_file = siblings.get("config.json")
@@ -134,32 +140,37 @@ def inspect_model(model_id: str, max_mb: float | None = None) -> CheckedModel:
     return CheckedModel(model_id, revision, model_type, architecture, round(total_mb, 1), extra_ignore)
 
 
-def load_custom_variant(engine, model_id: str, max_mb: float | None = None, progress: Progress | None = None):
-    """Check ``model_id``, download the checked commit and load it into ``engine`` as the variant
-    ``custom`` (replacing the previous one); returns its :class:`~variants.serving.engine.LoadedVariant`, whose
-    ``error`` says why it failed to load if it did."""
-    progress = progress or (lambda _f, _m: None)
-    progress(0.0, "Checking the model id")
-    checked = inspect_model(model_id, max_mb)
-    progress(0.1, f"Downloading {checked.model_id} ({checked.download_mb:,.0f} MB)")
+def inspect_cached(model_id: str, max_mb: float | None = None) -> CheckedModel | None:
+    """The checks on the copy of ``model_id`` already in the local Hub cache (its ``refs/main`` snapshot), or
+    None when there is none; its size is what the snapshot holds."""
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+
+    model_id = check_model_id(model_id)
+    max_mb = max_custom_mb() if max_mb is None else max_mb
     try:
-        source = resolve_hub(checked.model_id, checked.revision, checked.extra_ignore)
-    except SourceUnavailable as exc:
-        raise CustomModelRefused(str(exc)) from None
-    spec = specs.VariantSpec(
-        CUSTOM_NAME,
-        f"Your model: {checked.model_id}",
-        f"hub:{checked.model_id}",  # never looked up as a folder: the engine gets the resolved snapshot
-        (),
-        False,
-        f"{checked.architecture} ({checked.model_type}) from the Hub, commit {checked.revision[:10]}, in PyTorch.",
-        checked.revision,
-    )
-    progress(0.6, f"Loading {checked.model_id}")
-    return engine.add_variant(spec, source)
+        folder = Path(snapshot_download(model_id, local_files_only=True, cache_dir=config.hub_cache()))
+    except Exception:  # not in the cache (LocalEntryNotFoundError, or a broken entry)
+        return None
+    if not (folder / "config.json").is_file():
+        raise CustomModelRefused(f"The cached copy of {model_id} has no config.json: it is not a transformers model.")
+    config_data = _read_config(model_id, folder / "config.json")
+    model_type, architecture = _check_config(model_id, config_data)
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    kept = [p for p in files if not any(fnmatch(p.relative_to(folder).as_posix(), g) for g in IGNORE_PATTERNS)]
+    total_mb = sum(p.stat().st_size for p in kept) / 1e6
+    if total_mb > max_mb:
+        raise CustomModelRefused(
+            f"{model_id} is too large to load here: its files are {total_mb:,.0f} MB, and at most {max_mb:,.0f} MB "
+            "are allowed."
+        )
+    return CheckedModel(model_id, folder.name, model_type, architecture, round(total_mb, 1), (), folder)
 
 
 # --- the Hub ---------------------------------------------------------------------------------------
+
+
+class HubUnreachable(CustomModelRefused):
+    """The Hub cannot be reached (offline, no network): a copy in the local cache may still do."""
 
 
 def _model_info(model_id: str) -> Any:
@@ -167,7 +178,7 @@ def _model_info(model_id: str) -> Any:
     from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError, RevisionNotFoundError  # noqa: PLC0415
 
     if config.hub_offline():
-        raise CustomModelRefused(offline_message(model_id, "HF_HUB_OFFLINE=1 is set"))
+        raise HubUnreachable(offline_message(model_id, "HF_HUB_OFFLINE=1 is set"))
     try:
         return HfApi().model_info(model_id, files_metadata=True)
     except HFValidationError:
@@ -177,7 +188,7 @@ def _model_info(model_id: str) -> Any:
             f"The Hub has no public model {model_id} (it may be private or gated); check the id."
         ) from None
     except OSError as exc:  # no network: requests' and httpx's connection errors
-        raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
+        raise HubUnreachable(offline_message(model_id, type(exc).__name__)) from None
 
 
 def _fetch_config(model_id: str, revision: str) -> dict:
@@ -190,6 +201,10 @@ def _fetch_config(model_id: str, revision: str) -> dict:
         raise CustomModelRefused(f"{model_id} has no readable config.json.") from None
     except OSError as exc:
         raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
+    return _read_config(model_id, Path(path))
+
+
+def _read_config(model_id: str, path: Path) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             parsed = json.load(f)

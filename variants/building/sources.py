@@ -118,9 +118,11 @@ def resolve_hub(
     revision: str | None = None,
     extra_ignore: tuple[str, ...] = (),
     progress: FilesProgress | None = None,
+    cache_dir: Path | None = None,
 ) -> ResolvedSource:
     """A Hub id as a snapshot folder (never a local path: for ids typed by a user), skipping files that
-    match :data:`IGNORE_PATTERNS` or ``extra_ignore``; in the persistent folder's Hub cache when there is one
+    match :data:`IGNORE_PATTERNS` or ``extra_ignore``; in ``cache_dir`` when given (a visitor's download, removed
+    with their chain), else in the persistent folder's Hub cache when there is one
     (:func:`variants.core.config.hub_cache`)."""
     from huggingface_hub import snapshot_download  # noqa: PLC0415
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
@@ -133,7 +135,7 @@ def resolve_hub(
             revision=revision,
             ignore_patterns=[*IGNORE_PATTERNS, *extra_ignore],
             local_files_only=offline,
-            cache_dir=config.hub_cache(),
+            cache_dir=cache_dir or config.hub_cache(),
             **options,
         )
     except HFValidationError as exc:

@@ -28,6 +28,8 @@ MAX_QUEUE_ENV = "VARIANTS_MAX_QUEUE"
 RESULTS_ENV = "VARIANTS_RESULTS"
 ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
 MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
+VISITOR_BUILD_S_ENV = "VARIANTS_VISITOR_BUILD_S"
+VISITOR_IDLE_S_ENV = "VARIANTS_VISITOR_IDLE_S"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
@@ -63,6 +65,8 @@ ENVIRONMENT: dict[str, str] = {
     "(--trusted-proxy; default none, on a Space its own proxy)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
+    VISITOR_BUILD_S_ENV: "app: seconds a visitor's model may take to build its chain before it is stopped (600)",
+    VISITOR_IDLE_S_ENV: "app: seconds unused after which a visitor's built chain is dropped, files and all (900)",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
     CUDA_GRAPHS_ENV: "0: the FP16 ONNX variant on CUDA runs through plain IOBinding, no CUDA graphs",
 }
@@ -70,6 +74,8 @@ ENVIRONMENT: dict[str, str] = {
 
 MAX_CONTEXT_CHARS = 25_000  # default longest context, in characters
 MAX_CUSTOM_MB = 500  # default largest custom model download
+VISITOR_BUILD_S = 600  # default build-time cap of a visitor's chain
+VISITOR_IDLE_S = 900  # default idle time after which a visitor's chain is dropped
 
 
 def env_text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -295,3 +301,13 @@ def allow_custom_setting(environ: Mapping[str, str] | None = None) -> bool | Non
 def max_custom_mb(environ: Mapping[str, str] | None = None) -> float:
     """``$VARIANTS_MAX_CUSTOM_MB`` or :data:`MAX_CUSTOM_MB`."""
     return float(env_number(MAX_CUSTOM_MB_ENV, float, MAX_CUSTOM_MB, environ))
+
+
+def visitor_build_s(environ: Mapping[str, str] | None = None) -> float:
+    """``$VARIANTS_VISITOR_BUILD_S`` or :data:`VISITOR_BUILD_S`."""
+    return float(env_number(VISITOR_BUILD_S_ENV, float, VISITOR_BUILD_S, environ))
+
+
+def visitor_idle_s(environ: Mapping[str, str] | None = None) -> float:
+    """``$VARIANTS_VISITOR_IDLE_S`` or :data:`VISITOR_IDLE_S`."""
+    return float(env_number(VISITOR_IDLE_S_ENV, float, VISITOR_IDLE_S, environ))

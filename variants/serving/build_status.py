@@ -120,7 +120,7 @@ class BuildStatus:
     """Each variant's build state, written by the build thread and read by the page (thread-safe).
 
     ``log`` receives one line per change (a step begins, a variant is ready or failed), with the seconds since
-    the build began; ``clock`` is for tests.
+    the build began; ``clock`` is for tests; ``size`` picks the estimates for a model no preset names.
     """
 
     def __init__(
@@ -129,8 +129,10 @@ class BuildStatus:
         preset: str = "",
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        size: str | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._size_given = size  # "small" or "large" (STEP_SECONDS) for a model no preset names: a visitor's
         self._clock = clock
         self._log = log or (lambda _line: None)
         self._began: float | None = None
@@ -153,7 +155,7 @@ class BuildStatus:
             done.update((s.source, step) for step in steps)
             variants[s.name] = VariantStatus(s.name, specs.short_label(s.name, s.label), steps=steps, shared=shared)
         with self._lock:
-            self._size, self._preset = model_size(preset), preset
+            self._size, self._preset = self._size_given or model_size(preset), preset
             self._variants = variants
             self._version += 1
 

@@ -258,6 +258,10 @@ class Engine(TimedAsking):
                 old.batcher.close()
         return loaded
 
+    def use_source(self, source: str, resolved: ResolvedSource) -> None:
+        """Build the variants of ``source`` from ``resolved`` (a snapshot already checked and fetched)."""
+        self._builder.remember(source, resolved)
+
     def remove_variant(self, name: str) -> None:
         """Unload a variant (requests already running on it finish)."""
         with self._lock:
