@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from app_helpers import running, tiny_engine, write_fake_record
-from test_browser import CHROMIUM, CHROMIUM_ARGS, browser  # noqa: F401 - the fixture, shared
+from test_browser import CHROMIUM, CHROMIUM_ARGS
 
 import app
 from ui import share
@@ -45,7 +45,8 @@ window.addEventListener("message", (event) => {
 @pytest.fixture(scope="module")
 def hub_browser():
     """Chromium that lets a page on huggingface.co (routed here) frame the app on 127.0.0.1: its Local Network
-    Access checks block a public page's requests to a loopback address, which a real Space's never are."""
+    Access checks block a public page's requests to a loopback address, which a real Space's never are. The
+    module's one browser: a second Playwright beside it in the same process refuses to start."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         args = [*CHROMIUM_ARGS, "--disable-features=LocalNetworkAccessChecks"]
@@ -74,8 +75,8 @@ def space_url(tiny_qa_dir: Path, tiny_pruned_dir: Path, artifacts_dir: Path, tmp
         yield address
 
 
-def test_on_a_space_the_link_names_the_spaces_page(browser, space_url: str) -> None:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def test_on_a_space_the_link_names_the_spaces_page(hub_browser, space_url: str) -> None:
+    context = hub_browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(space_url.rstrip("/") + "/?__theme=light&logs=container")  # the query string an iframe gets
