@@ -16,7 +16,8 @@ from variants.training.checkpoint import FILE as CHECKPOINT_FILE
 from variants.training.checkpoint import Checkpointer, Interrupted
 from variants.training.distill import gradual_prune
 from variants.training.evaluation import calibrate
-from variants.training.oneshot import finetune, prune_and_distill
+from variants.training.loop import training_device
+from variants.training.oneshot import finetune, prune_and_distill, teacher_problem
 from variants.training.settings import (
     DEFAULT_BASE,
     RECIPES,
@@ -70,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true")
         elif name == "recipe":
             parser.add_argument(flag, choices=tuple(RECIPES), help="prune: a named recipe; other flags override it")
+        elif name == "device":
+            parser.add_argument(flag, default=None, help="cpu, cuda or cuda:N; default a CUDA GPU when torch sees one")
         else:  # None: not given, so the recipe's value or the default applies
             parser.add_argument(flag, type=type(default), default=None, help=f"default {default}")
 
@@ -95,6 +98,13 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit("--keep-layers names the layers, --drop-layers chooses them: give one of the two")
     if cfg.keep_layers and not all(x.strip().isdigit() for x in cfg.keep_layers.split(",")):
         raise SystemExit(f"--keep-layers takes layer numbers joined by commas, e.g. 0,1,3,5; got {cfg.keep_layers!r}")
+    if cfg.stage == "prune" and (problem := teacher_problem(cfg)):
+        raise SystemExit(problem)
+    if cfg.stage in ("finetune", "prune"):
+        try:
+            training_device(cfg)  # a GPU asked for and not there: refused before any data is read
+        except ValueError as missing:
+            raise SystemExit(str(missing)) from None
     if cfg.stage == "dense":
         if not args.to:
             raise SystemExit("dense needs --to (the folder to write)")

@@ -65,6 +65,7 @@ class TrainConfig:
     keep_layers: str = ""  # prune, one-shot: the teacher's layers the student keeps, e.g. "0,1,3,5" (default all)
     drop_layers: int = 0  # prune, one-shot: drop this many layers, those whose loss the calibration set misses least
     init: str = ""  # recipe "refine": the pruned model (dense with zeros) to start from; its cut is kept
+    device: str = ""  # where to train: "cpu", "cuda", "cuda:1"; empty: a CUDA GPU when torch sees one, else the CPU
 
 
 # Named recipes: flags given on the command line override them.
