@@ -79,6 +79,7 @@ def test_the_pruning_path_runs_end_to_end_and_its_output_is_the_pruned_step_of_t
     assert record["log"][-1]["step"] == record["log"][-1]["of"] == 9  # 6 features, batch 2, 3 epochs
     assert sum(len(v) for v in record["heads_removed"].values()) >= 1
     assert storage.is_compact(out / "compact")  # the embeddings shared with the teacher's folder
+    assert record["base_model"] == str(teacher)  # a model of the user's own: its card is named after it
 
     monkeypatch.setattr("variants.training.recipes.SPEED_LENGTH", 64)  # a tiny model: a short speed pair
     train_cli.main(["card", "--data", data, "--out", str(out)])

@@ -128,14 +128,9 @@ def _distill_targets(cfg: dict, logits: str) -> str:
 
 
 def root_base(record: dict) -> str:
-    """The model a trained folder descends from: a fine-tune's first base; a pruned model's teacher's (the
-    teacher folder itself where it was not trained here: a model of the user's own)."""
-    cfg = record["config"]
-    if cfg.get("stage") == "prune":
-        teacher = Path(cfg.get("teacher") or "")
-        path = teacher / "train_config.json"
-        return root_base(json.loads(path.read_text())) if path.is_file() else str(teacher)
-    return stages(record)[0]["config"].get("base") or ""
+    """The model a trained folder descends from, as its record says (:func:`base_model_of`); records written
+    before they said are this project's, from the packaged MiniLM."""
+    return record.get("base_model", DEFAULT_BASE)
 
 
 def card(folder: str, data: str | None) -> dict:

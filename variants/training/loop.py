@@ -21,7 +21,7 @@ from variants.core.hardware import current_hardware
 from variants.core.squad import data_files
 from variants.training.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.training.features import UNLABELLED, _sha256, collate, data_name, length_grouped_batches
-from variants.training.settings import TrainConfig
+from variants.training.settings import TrainConfig, base_model_of
 
 
 def set_seed(seed: int) -> None:
@@ -242,6 +242,7 @@ def save(
         "config": {**asdict(cfg), "data": data_name(cfg.data)},
         "data_sha256": _sha256(cfg.data) if data_files(cfg.data) else None,
         "training_seconds": round(seconds, 1),
+        "base_model": base_model_of(cfg.stage, cfg.base, cfg.teacher),
         "hardware": {
             "cpu": current_hardware()["cpu"],
             "threads": torch.get_num_threads(),

