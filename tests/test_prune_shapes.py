@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import pytest
 import torch
@@ -143,3 +144,19 @@ def test_a_gpu_asked_for_where_torch_sees_none_is_refused_in_one_sentence(tmp_pa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert training_device(TrainConfig("prune", "", "", "")).type == "cuda"  # a GPU when there is one
     assert training_device(TrainConfig("prune", "", "", "", device="cpu")).type == "cpu"
+
+
+def test_a_teacher_whose_held_out_articles_the_data_lacks_is_pruned_and_not_calibrated(tiny_qa_dir, tmp_path, capsys):
+    """The shipped baseline held two SQuAD articles out; pruned on a user's file without them, the run ends with
+    its model saved and one line saying why the null threshold stays 0 (it once ended in a tokenizer traceback)."""
+    teacher = tmp_path / "teacher"
+    shutil.copytree(tiny_qa_dir, teacher)
+    (teacher / "train_config.json").write_text(json.dumps({"config": {"stage": "finetune"}, "holdout_titles": ["X"]}))
+    data, out = str(write_tiny_squad(tmp_path)), tmp_path / "pruned"
+    train_cli.main(["prune", "--teacher", str(teacher), "--data", data, "--out", str(out), "--run-dir",
+                    str(tmp_path / "run"), "--epochs", "1", "--batch-size", "4", "--max-length", "64", "--stride",
+                    "16", "--threads", "1", "--calib-examples", "4"])  # fmt: skip
+    assert (out / "train_config.json").is_file()
+    assert "not calibrated: " in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"holds none of .* held-out articles"):
+        train_cli.main(["calibrate", "--data", data, "--out", str(out)])

@@ -15,7 +15,7 @@ from variants.training.cards import card
 from variants.training.checkpoint import FILE as CHECKPOINT_FILE
 from variants.training.checkpoint import Checkpointer, Interrupted
 from variants.training.distill import gradual_prune
-from variants.training.evaluation import calibrate
+from variants.training.evaluation import calibrate, held_out_examples
 from variants.training.loop import training_device
 from variants.training.oneshot import finetune, prune_and_distill, teacher_problem
 from variants.training.settings import (
@@ -157,8 +157,13 @@ def run_stage(cfg: TrainConfig, folder: Path, args: argparse.Namespace, resume: 
         except ValueError as mismatch:
             raise SystemExit(str(mismatch)) from None
     # Held-out articles (its own, or for a pruned model its teacher's) are what calibration needs.
-    if json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
+    titles = json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles")
+    if titles and held_out_examples(titles, cfg.data):
         calibrate(cfg.out, cfg.data)
+    elif titles:  # a teacher trained here on other files held out articles this data lacks: nothing to calibrate on
+        print(f"not calibrated: {cfg.data} holds none of the held-out articles {', '.join(titles)} (the null "
+              "threshold stays 0; python -m variants train calibrate --data FILE --out OUT with a file that holds "
+              "them sets it)", flush=True)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
