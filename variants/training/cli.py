@@ -15,8 +15,9 @@ from variants.training.cards import card
 from variants.training.checkpoint import FILE as CHECKPOINT_FILE
 from variants.training.checkpoint import Checkpointer, Interrupted
 from variants.training.distill import gradual_prune
-from variants.training.evaluation import calibrate
-from variants.training.oneshot import finetune, prune_and_distill
+from variants.training.evaluation import calibrate, held_out_examples
+from variants.training.loop import training_device
+from variants.training.oneshot import finetune, prune_and_distill, teacher_problem
 from variants.training.settings import (
     DEFAULT_BASE,
     RECIPES,
@@ -70,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true")
         elif name == "recipe":
             parser.add_argument(flag, choices=tuple(RECIPES), help="prune: a named recipe; other flags override it")
+        elif name == "device":
+            parser.add_argument(flag, default=None, help="cpu, cuda or cuda:N; default a CUDA GPU when torch sees one")
         else:  # None: not given, so the recipe's value or the default applies
             parser.add_argument(flag, type=type(default), default=None, help=f"default {default}")
 
@@ -95,6 +98,13 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit("--keep-layers names the layers, --drop-layers chooses them: give one of the two")
     if cfg.keep_layers and not all(x.strip().isdigit() for x in cfg.keep_layers.split(",")):
         raise SystemExit(f"--keep-layers takes layer numbers joined by commas, e.g. 0,1,3,5; got {cfg.keep_layers!r}")
+    if cfg.stage == "prune" and (problem := teacher_problem(cfg)):
+        raise SystemExit(problem)
+    if cfg.stage in ("finetune", "prune"):
+        try:
+            training_device(cfg)  # a GPU asked for and not there: refused before any data is read
+        except ValueError as missing:
+            raise SystemExit(str(missing)) from None
     if cfg.stage == "dense":
         if not args.to:
             raise SystemExit("dense needs --to (the folder to write)")
@@ -147,8 +157,13 @@ def run_stage(cfg: TrainConfig, folder: Path, args: argparse.Namespace, resume: 
         except ValueError as mismatch:
             raise SystemExit(str(mismatch)) from None
     # Held-out articles (its own, or for a pruned model its teacher's) are what calibration needs.
-    if json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles"):
+    titles = json.loads((Path(cfg.out) / "train_config.json").read_text()).get("holdout_titles")
+    if titles and held_out_examples(titles, cfg.data):
         calibrate(cfg.out, cfg.data)
+    elif titles:  # a teacher trained here on other files held out articles this data lacks: nothing to calibrate on
+        print(f"not calibrated: {cfg.data} holds none of the held-out articles {', '.join(titles)} (the null "
+              "threshold stays 0; python -m variants train calibrate --data FILE --out OUT with a file that holds "
+              "them sets it)", flush=True)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -41,9 +41,19 @@ from torch import nn
 
 from variants.building import prune as pruning
 from variants.building import storage
+from variants.building.layouts import part
 from variants.building.prune import Cut, apply_cut
 from variants.training.checkpoint import Checkpointer
-from variants.training.loop import autocast, distill_loss, masked_logits, qa_loss, set_seed, train_loop
+from variants.training.loop import (
+    autocast,
+    batch_device,
+    distill_loss,
+    masked_logits,
+    qa_loss,
+    set_seed,
+    train_loop,
+    training_device,
+)
 from variants.training.oneshot import cut_record, importance_on, init_training, prune_inputs, save_pruned
 from variants.training.settings import TrainConfig
 
@@ -111,9 +121,9 @@ def teacher_loss(teacher: nn.Module, cfg: TrainConfig, cut: Cut | None = None, l
 
     def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
         inputs = {k: v for k, v in batch.items() if "positions" not in k}
-        with torch.no_grad(), autocast(cfg.bf16):
+        with torch.no_grad(), autocast(cfg.bf16, batch_device(batch)):
             t_out = teacher(**inputs, output_hidden_states=hidden, output_attentions=attention)
-        with autocast(cfg.bf16):
+        with autocast(cfg.bf16, batch_device(batch)):
             out = model(**inputs, output_hidden_states=hidden, output_attentions=attention)
         start, end = masked_logits(out, batch)
         t_start, t_end = masked_logits(t_out, batch)
@@ -163,10 +173,11 @@ def cut_in(model: nn.Module) -> Cut:
     FFN neurons whose weights are not."""
     heads, kept = {}, {}
     for i, layer in enumerate(pruning.encoder_layers(model)):
-        out = layer.attention.output.dense.weight
+        layout = pruning.layer_layout(layer)
+        out = part(layer, layout.out).weight
         size = out.shape[1] // pruning.head_count(layer)
         heads[i] = [h for h in range(pruning.head_count(layer)) if not out[:, h * size : (h + 1) * size].any()]
-        alive = layer.intermediate.dense.weight.any(dim=1) & layer.output.dense.weight.any(dim=0)
+        alive = part(layer, layout.ffn_in).weight.any(dim=1) & part(layer, layout.ffn_out).weight.any(dim=0)
         kept[i] = torch.nonzero(alive).flatten()
     return Cut(heads, kept)
 
@@ -202,7 +213,7 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
     set_seed(cfg.seed)
     started = time.time()
     tokenizer, features, held_out = prune_inputs(cfg)
-    teacher, dense_template = load(), load()
+    teacher, dense_template = load().to(training_device(cfg)), load()
     resumed = checkpoint.load() if checkpoint else None
     first = resumed["stage"] if resumed else 0
     cut: Cut | None = resumed["cut"] if resumed else None
@@ -233,7 +244,7 @@ def gradual_prune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> N
             for model in (student, teacher):
                 model.set_attn_implementation("eager")
             for layer in pruning.encoder_layers(student):
-                layer.attention.self.dropout.p = 0.0
+                part(layer, pruning.layer_layout(layer).attention).dropout.p = 0.0
         stage_cfg = replace(cfg, epochs=epochs, seed=cfg.seed + stage)
         tag = {"stage": stage, "cut": cut, "logs_before": logs}
         log = train_loop(student, features, stage_cfg, loss_fn=teacher_loss(teacher, cfg, cut, layers),

@@ -88,6 +88,11 @@ def views_at_zero(examples: list[QAExample], spans: list) -> dict:
     return {**rounded, "span_f1": None if span_f1 is None else round(span_f1, 2)}
 
 
+def held_out_examples(titles: list[str], data: str | Path) -> list[QAExample]:
+    """The questions of ``data`` on the articles ``titles``."""
+    return [e for e in load_squad(data, split="train") if e.title in titles]
+
+
 def calibrate(folder: str | Path, data: str | Path) -> dict:
     """The null threshold that maximizes F1 on the folder's held-out training articles, written into its
     config.json (where the engine reads it) and train_config.json.
@@ -102,7 +107,10 @@ def calibrate(folder: str | Path, data: str | Path) -> dict:
     titles = record.get("holdout_titles") or []
     if not titles:
         raise SystemExit(f"{folder} was trained on every article: retrain with --holdout-articles to calibrate")
-    examples = [e for e in load_squad(data, split="train") if e.title in titles]
+    examples = held_out_examples(titles, data)
+    if not examples:
+        raise SystemExit(f"{data} holds none of {folder}'s held-out articles ({', '.join(titles)}): pass the file "
+                         "it was trained on to calibrate")  # fmt: skip
     spans = predict_spans(folder, examples)
     at_zero = score_spans(examples, spans, 0.0)
     found = at_zero["best_f1_thresh"]

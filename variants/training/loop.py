@@ -21,7 +21,7 @@ from variants.core.hardware import current_hardware
 from variants.core.squad import data_files
 from variants.training.checkpoint import Checkpointer, Interrupted, rng_state, set_rng_state
 from variants.training.features import UNLABELLED, _sha256, collate, data_name, length_grouped_batches
-from variants.training.settings import TrainConfig
+from variants.training.settings import TrainConfig, base_model_of
 
 
 def set_seed(seed: int) -> None:
@@ -51,9 +51,18 @@ def masked_logits(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, to
     return out.start_logits.float() + pad, out.end_logits.float() + pad
 
 
-def autocast(enabled: bool) -> torch.autocast:
-    """BF16 autocast on the CPU when ``enabled``: matmuls in BF16, weights, losses and optimizer in FP32."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+def autocast(enabled: bool, device: str = "cpu") -> torch.autocast:
+    """BF16 autocast on ``device`` ("cpu" or "cuda") when ``enabled``: matmuls in BF16, weights, losses and
+    optimizer in FP32."""
+    return torch.autocast(device, dtype=torch.bfloat16, enabled=enabled)
+
+
+def training_device(cfg: TrainConfig) -> torch.device:
+    """Where a stage trains: ``cfg.device`` when given ("cpu", "cuda", "cuda:1"), else the first CUDA GPU when
+    torch sees one, else the CPU. A GPU asked for and not there is refused in one sentence."""
+    if cfg.device and cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {cfg.device}: this torch sees no CUDA GPU ({torch.__version__}); use --device cpu")
+    return torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 # glibc's mmap threshold during the teacher's pass over every feature, then for the training steps
@@ -69,24 +78,24 @@ STEPS_MMAP_THRESHOLD = 32 << 20
 
 @torch.no_grad()
 def teacher_logits(
-    teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool = False
+    teacher: nn.Module, features: list[dict], batch_size: int, bf16: bool = False, device: str = "cpu"
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The teacher's start/end logits for every feature, computed once for all epochs: views into one tensor
     allocated up front, rather than two small tensors per feature allocated between each batch's large
     buffers (1,000 features at batch 64: +400 MB resident before, +311 MB after; glibc's fixed mmap threshold,
     :data:`TEACHER_PASS_MMAP_THRESHOLD`, took it to +54 MB)."""
     limit_native_memory(TEACHER_PASS_MMAP_THRESHOLD)  # process-wide, until train_loop sets the steps' threshold
-    teacher.eval()
+    teacher.eval().to(device)
     order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
     lengths = [len(f["input_ids"]) for f in features]
     where = [0, *itertools.accumulate(lengths)]  # feature j's logits: [where[j], where[j + 1])
     store = torch.empty(2, where[-1])
     for i in range(0, len(order), batch_size):
         idx = order[i : i + batch_size]
-        batch = collate(features, idx)
-        with autocast(bf16):
+        batch = {k: v.to(device) for k, v in collate(features, idx).items()}
+        with autocast(bf16, torch.device(device).type):
             out = teacher(**{k: v for k, v in batch.items() if "positions" not in k})
-        start, end = masked_logits(out, batch)
+        start, end = (logits.cpu() for logits in masked_logits(out, batch))  # kept in host memory
         for row, j in enumerate(idx):
             store[0, where[j] : where[j + 1]] = start[row, : lengths[j]]
             store[1, where[j] : where[j + 1]] = end[row, : lengths[j]]
@@ -103,6 +112,11 @@ def pad_teacher(logits: list, idx: list[int], width: int) -> tuple[torch.Tensor,
     return start, end
 
 
+def batch_device(batch: dict[str, torch.Tensor]) -> str:
+    """The device type a batch is on ("cpu", "cuda"): the one its autocast runs on."""
+    return batch["input_ids"].device.type
+
+
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]]
 
 
@@ -110,13 +124,13 @@ def logits_loss(cfg: TrainConfig, teacher: list | None = None) -> LossFn:
     """The usual QA loss, mixed (``alpha``) with KL to precomputed teacher logits when ``teacher`` is given."""
 
     def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor], idx: list[int]) -> tuple[torch.Tensor, dict]:
-        with autocast(cfg.bf16):
+        with autocast(cfg.bf16, batch_device(batch)):
             out = model(**{k: v for k, v in batch.items() if "positions" not in k})
         start, end = masked_logits(out, batch)
         loss = qa_loss(start, end, batch)
         if teacher is None:
             return loss, {}
-        t_start, t_end = pad_teacher(teacher, idx, start.shape[1])
+        t_start, t_end = (t.to(start.device) for t in pad_teacher(teacher, idx, start.shape[1]))
         kd = (distill_loss(start, t_start, cfg.temperature) + distill_loss(end, t_end, cfg.temperature)) / 2
         return cfg.alpha * loss + (1 - cfg.alpha) * kd, {}
 
@@ -157,6 +171,8 @@ def train_loop(
     the same data order and dropout draws as an uninterrupted run.
     """
     limit_native_memory(STEPS_MMAP_THRESHOLD)  # process-wide (teacher_logits lowers it for its pass)
+    device = training_device(cfg)
+    model.to(device)  # before the optimizer is made: its state lives where the parameters do
     loss_fn = loss_fn or logits_loss(cfg, teacher)
     rng = random.Random(cfg.seed)
     lengths = [len(f["input_ids"]) for f in features]
@@ -187,7 +203,7 @@ def train_loop(
             batches, pos = length_grouped_batches(lengths, cfg.batch_size, rng), 0
         idx = batches[pos]
         pos += 1
-        loss, parts = loss_fn(model, collate(features, idx), idx)
+        loss, parts = loss_fn(model, {k: v.to(device) for k, v in collate(features, idx).items()}, idx)
         loss.backward()
         nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step()
@@ -219,17 +235,18 @@ def save(
     CPU: :func:`variants.building.storage.mark_float32`), tokenizer, log."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.float16).save_pretrained(out, safe_serialization=True)
+    model.to("cpu", torch.float16).save_pretrained(out, safe_serialization=True)
     mark_float32(out)
     tokenizer.save_pretrained(out)
     record = {
         "config": {**asdict(cfg), "data": data_name(cfg.data)},
         "data_sha256": _sha256(cfg.data) if data_files(cfg.data) else None,
         "training_seconds": round(seconds, 1),
+        "base_model": base_model_of(cfg.stage, cfg.base, cfg.teacher),
         "hardware": {
             "cpu": current_hardware()["cpu"],
             "threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "cuda": torch.cuda.get_device_name(training_device(cfg)) if training_device(cfg).type == "cuda" else None,
         },
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
         "log": log,

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from variants.building import layouts, storage
 from variants.building import prune as pruning
-from variants.building import storage
 from variants.building.prune import Cut, apply_cut
 from variants.training.augment import teacher_only_pairs
 from variants.training.checkpoint import Checkpointer
@@ -28,7 +28,7 @@ from variants.training.features import (
     long_context_features,
     short_context_features,
 )
-from variants.training.loop import save, set_seed, teacher_logits, train_loop
+from variants.training.loop import save, set_seed, teacher_logits, train_loop, training_device
 from variants.training.settings import TrainConfig, resolve_base
 
 
@@ -51,6 +51,28 @@ def finetune(cfg: TrainConfig, checkpoint: Checkpointer | None = None) -> None:
     log = train_loop(model, features, cfg, checkpoint=checkpoint, resumed=resumed)
     seconds = checkpoint.elapsed() if checkpoint else time.time() - started
     save(model, tokenizer, cfg, log, seconds, {"holdout_titles": held_out})
+
+
+def teacher_problem(cfg: TrainConfig) -> str | None:
+    """Why ``cfg.teacher`` cannot be pruned here, in one sentence, or None; read from its folder's config
+    alone, so a model of another layout or task is refused before any data is read or weights are loaded."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    folder = Path(cfg.teacher)
+    if not folder.is_dir():
+        return (f"--teacher {cfg.teacher} is not a folder: pass the fine-tuned model's folder (a Hub model: "
+                "hf download ID --local-dir DIR, then --teacher DIR)")  # fmt: skip
+    if storage.is_compact(folder):
+        return (f"--teacher {cfg.teacher} is a compacted pruned model: pass the model it was pruned from, or "
+                f"start from it with --recipe refine --init {cfg.teacher}")  # fmt: skip
+    if not (folder / "config.json").is_file():
+        return f"--teacher {cfg.teacher} holds no config.json: it is not a transformers model folder"
+    if cfg.freeze_embeddings and not (folder / "model.safetensors").is_file():
+        return (f"--freeze-embeddings shares the teacher's embeddings from its model.safetensors, which "
+                f"{cfg.teacher} lacks: save the teacher with save_pretrained(safe_serialization=True), or leave "
+                "the flag out")  # fmt: skip
+    config = AutoConfig.from_pretrained(folder)
+    return layouts.refusal(config.model_type, getattr(config, "architectures", None))
 
 
 def prune_inputs(cfg: TrainConfig):
@@ -81,7 +103,8 @@ def importance_on(model: nn.Module, features: list[dict], cfg: TrainConfig) -> p
     """First-order importance on a seeded calibration subset of :func:`calibration_pool`."""
     labelled = calibration_pool(features)
     calib = random.Random(cfg.seed).sample(labelled, min(cfg.calib_examples, len(labelled)))
-    return pruning.score_importance(model, (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16)))
+    batches = (collate(features, calib[i : i + 16]) for i in range(0, len(calib), 16))
+    return pruning.score_importance(model.to(training_device(cfg)), batches)
 
 
 LAYER_CHOICE_EXAMPLES = 256  # calibration questions each candidate layer drop is scored on
@@ -158,7 +181,7 @@ def prune_and_distill(cfg: TrainConfig, checkpoint: Checkpointer | None = None) 
 
     def soft_targets() -> list:  # the teacher's logits: about 20 minutes for 48k features on 2 cores, kept
         teacher = AutoModelForQuestionAnswering.from_pretrained(cfg.teacher, dtype=torch.float32)
-        return teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16)
+        return teacher_logits(teacher, features, cfg.batch_size * 2, cfg.bf16, str(training_device(cfg)))
 
     soft = checkpoint.kept("teacher_logits", soft_targets, resumed is not None) if checkpoint else soft_targets()
     tag = {"cut": cut, "layers": layers}
@@ -182,7 +205,7 @@ def save_pruned(
 ) -> None:
     """A pruned student as :func:`save` writes it (dense, zeros where it was cut) and, when its embeddings stayed
     the teacher's, also compacted in :mod:`variants.building.storage`'s format without them (``<out>/compact``)."""
-
+    student.cpu()  # trained on a GPU or not, saved from host memory beside the CPU template
     save(pruning.expand_to_dense(student, dense_template, cut.kept), tokenizer, cfg, log, seconds, extra)
     if cfg.freeze_embeddings:  # the same model a quarter of the size: compacted, embeddings read from the teacher's
         compact = Path(cfg.out) / "compact"

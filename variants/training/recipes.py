@@ -25,16 +25,20 @@ BUSY_SPREAD = 0.2  # middle half of the pair ratios wider than this share of the
 
 def forward_ms(model: Any, length: int = SPEED_LENGTH, runs: int = 15) -> float:
     """Median ms of one batch-1 forward pass of ``length`` tokens (after two untimed ones)."""
+    import inspect  # noqa: PLC0415
+
     import torch  # noqa: PLC0415
 
     vocab = model.config.vocab_size
     ids = torch.randint(min(1000, vocab // 2), vocab, (1, length), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones_like(ids)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if "token_type_ids" in inspect.signature(model.forward).parameters:  # DistilBERT has none
+        inputs["token_type_ids"] = torch.zeros_like(ids)
     times = []
     with torch.inference_mode():
         for i in range(runs + 2):
             started = time.perf_counter()
-            model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids))
+            model(**inputs)
             if i >= 2:
                 times.append((time.perf_counter() - started) * 1000)
     return float(np.median(times))
@@ -78,6 +82,7 @@ def row_for(record: dict[str, Any], name: str, command: str, speed: dict[str, fl
         "no_ans_f1": round(ev["no_ans_f1_at_zero"], 2),
         "best_f1": round(ev["best_f1"], 2),
         "heads_removed": sum(len(v) for v in record.get("heads_removed", {}).values()),
+        "heads_total": teacher_heads(cfg),
         "ffn_share": _ffn_removed(record),
         "parameters_compacted": record.get("parameters_compacted"),
         **speed,
@@ -95,8 +100,19 @@ def _ffn_removed(record: dict[str, Any]) -> float | None:
     config = Path(cfg.get("teacher") or "") / "config.json"
     if not kept or not config.is_file():
         return cfg.get("ffn_share")
-    size = json.loads(config.read_text())["intermediate_size"]
+    values = json.loads(config.read_text())
+    size = values.get("intermediate_size") or values["hidden_dim"]  # BERT's name, DistilBERT's
     return round(1 - sum(kept.values()) / (size * len(kept)), 3)
+
+
+def teacher_heads(cfg: dict[str, Any]) -> int | None:
+    """Attention heads in the teacher a run was cut from (layers x heads per layer), from its config.json."""
+    path = Path(cfg.get("teacher") or "") / "config.json"
+    if not path.is_file():
+        return None
+    values = json.loads(path.read_text())
+    layers = values.get("num_hidden_layers") or values.get("n_layers")
+    return layers * (values.get("num_attention_heads") or values.get("n_heads"))
 
 
 def _trained_on(hw: dict[str, Any], cfg: dict[str, Any]) -> str:
@@ -127,6 +143,11 @@ def update(folder: str | Path, row: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _heads_total(rows: list[dict[str, Any]]) -> int:
+    """The teacher's head count the rows name (72, MiniLM-L6's, in rows written before they said)."""
+    return next((r["heads_total"] for r in reversed(rows) if r.get("heads_total")), 72)
+
+
 def table(rows: list[dict[str, Any]], baseline: dict[str, float] | None = None) -> str:
     """The markdown comparison, the baseline's scores first when given."""
     lines = [
@@ -136,7 +157,7 @@ def table(rows: list[dict[str, Any]], baseline: dict[str, float] | None = None) 
     if baseline:
         lines.append(
             f"| baseline (the teacher) | {baseline['f1']:.2f} | {baseline['has_ans_f1']:.2f} | "
-            f"{baseline['no_ans_f1']:.2f} | {baseline['best_f1']:.2f} | 0 of 72 | 1.00x | |"
+            f"{baseline['no_ans_f1']:.2f} | {baseline['best_f1']:.2f} | 0 of {_heads_total(rows)} | 1.00x | |"
         )
     for r in rows:
         lo, hi = r.get("speedup_iqr") or (None, None)
@@ -145,8 +166,8 @@ def table(rows: list[dict[str, Any]], baseline: dict[str, float] | None = None) 
             spread += ", too wide: the CPU was busy, measure again"
         lines.append(
             f"| `{r['recipe']}` | {r['f1']:.2f} | {r['has_ans_f1']:.2f} | {r['no_ans_f1']:.2f} | {r['best_f1']:.2f} | "
-            f"{r['heads_removed']} of 72 | {r['speedup']:.2f}x ({r['tokens']}: {r['pruned_ms']:.1f} vs "
-            f"{r['baseline_ms']:.1f} ms{spread}; {r['speed_hardware']}) | "
+            f"{r['heads_removed']} of {r.get('heads_total') or 72} | {r['speedup']:.2f}x ({r['tokens']}: "
+            f"{r['pruned_ms']:.1f} vs {r['baseline_ms']:.1f} ms{spread}; {r['speed_hardware']}) | "
             f"{r['training_minutes']} min, {r['training_hardware']} |"
         )
     return "\n".join(lines)

