@@ -1,8 +1,20 @@
 """How the engine asks every variant one question and times it: the order (fastest first), the one timed
-answer each variant always gives, and the timed turns within the budget (the timing rule,
-:class:`~variants.answering.timing.TimingRule`). A mixin of :class:`~variants.serving.engine.Engine`, apart
-from its loading and building so that each module does one thing; it uses the engine's ``variants``,
-``loaded``, ``check_input``, ``_prepare`` and ``measures_cpu``."""
+answer each variant gives unless it would end past the call's cap, and the timed turns within the budget (the
+timing rule, :class:`~variants.answering.timing.TimingRule`). A mixin of :class:`~variants.serving.engine.Engine`,
+apart from its loading and building so that each module does one thing; it uses the engine's ``variants``,
+``loaded``, ``specs``, ``status``, ``settings_for``, ``check_input``, ``_prepare`` and ``measures_cpu``.
+
+**The cap on first runs.** A request's model time is capped (``TimingRule.cap_s``, 30 s for every caller:
+:func:`variants.serving.guard.request_rule`), first runs included. The passage is tokenized before any model runs
+(once per tokenizer and window), so its windows are known; a variant's first run is predicted as its pace (ms per
+full window of tokens, from its first run on the latest question it answered) times the passage's full windows.
+Before a variant has answered anything (the first question after a start) its pace is guessed from its size:
+:data:`GUESS_MS_PER_WINDOW_MB` per MB of weights per window, every window counted as full, a rate above what the
+slowest variant of either CPU preset took per MB on a busy 2-core machine, so that a guess errs towards skipping
+(and the variants answer smallest first, so each guess starts as late as it can). A variant whose first run would
+end past the cap, counted from the call's start, is skipped before it starts; its result says so and what would
+bring it in (:func:`skip_words`).
+"""
 
 from __future__ import annotations
 
@@ -14,22 +26,33 @@ from functools import partial
 import numpy as np
 
 from variants.answering.language import language_notice
-from variants.answering.qa import Answer, InputError, NullThreshold, with_null_decision
+from variants.answering.qa import Answer, InputError, NullThreshold, tokenize, with_null_decision
 from variants.answering.timing import TimingRule, cpu_clock, cpu_since
-from variants.serving.outcome import AskProgress, VariantResult, describe_error, fill_answer, fill_timing, snapshot
+from variants.serving.outcome import (
+    AskProgress,
+    VariantResult,
+    build_result,
+    describe_error,
+    fill_answer,
+    fill_timing,
+    snapshot,
+)
 
 log = logging.getLogger("variants.serving.engine")
+
+# A variant's ms per window per MB of its weights before its pace is known: conservative (see the module's docstring)
+GUESS_MS_PER_WINDOW_MB = 20.0
 
 
 class TimedAsking:
     """The engine's asking and timing (see the module's docstring)."""
 
-    _paces: dict[str, float]  # each variant's ms per character on its latest question (run_order)
+    _paces: dict[str, float]  # each variant's ms per full window on its latest question (run_order, the cap)
 
     def run_order(self, names: list[str]) -> list[str]:
-        """``names`` fastest first: by each variant's pace on the latest question it answered (ms per character of
-        question and passage), or, before every one has answered, by model size (smaller first, the later build
-        step first among equals: along the chain, smaller is faster)."""
+        """``names`` fastest first: by each variant's pace on the latest question it answered (ms per full window
+        of tokens), or, before every one has answered, by model size (smaller first, the later build step first
+        among equals: along the chain, smaller is faster)."""
         paces = self._paces
         if all(n in paces for n in names):
             return sorted(names, key=lambda n: paces[n])
@@ -74,10 +97,17 @@ class TimedAsking:
         def shown() -> dict[str, VariantResult]:
             return snapshot({n: results[n] for n in chain if n in results})
 
-        for name in order:  # every variant answers once, the fastest first
+        windows = self.window_counts(chain, question, context) if rule.cap_s is not None else {}
+        for name in order:  # every variant answers once, the fastest first, unless it would end past the cap
             result, run = self._prepare(name, null_threshold)
             result.runs_asked, result.budget_s, result.notice = rule.runs, rule.budget_s, notice
             results[name] = result
+            if run is not None and name in windows:
+                first_s, paced = self.first_run_s(name, *windows[name])
+                if not rule.within_cap(time.perf_counter() - started, first_s):
+                    alone = rule.within_cap(0.0, first_s)
+                    result.error, result.skipped = skip_words(first_s, paced, rule.cap_s, alone, context), True
+                    run = None
             if run is not None:
                 runners[name] = partial(run, question, context)
                 if (timed := self._timed(result, runners[name])) is None:
@@ -86,6 +116,8 @@ class TimedAsking:
                     ans, ms, cpu = timed
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
                     last_ms[name], seen_ms[name], result.pending = ms, [ms], True
+                    if name in windows:  # its pace now: the next call's prediction and order
+                        self._paces[name] = ms / max(windows[name][1], 1e-6)
                     if rule.counts_first(ms):
                         result.first_timed = True
                         _keep_run(result, ms, cpu)
@@ -124,9 +156,50 @@ class TimedAsking:
                 result.first_timed = True
                 _keep_run(result, ms, (cpu_ms, wait_ms) if cpu_ms is not None else None)
         fill_timing(results, rule, done=True)
-        chars = max(1, len(question) + len(context))
-        self._paces.update({n: r.latency_ms / chars for n, r in results.items() if r.latency_ms and not r.error})
         yield AskProgress(shown(), "done", rounds, rule)
+
+    def not_ready(self, names: list[str] | None = None) -> list[VariantResult]:
+        """The preset's variants (those of ``names``) not loaded yet, each a result with its build's state and step
+        (:func:`~variants.serving.outcome.build_result`), in the preset's order."""
+        snap = self.status.snapshot()
+        return [
+            build_result(s.name, s.label, snap.state(s.name))
+            for s in self.specs
+            if s.name not in self.variants and (names is None or s.name in names)
+        ]
+
+    def window_counts(self, names: list[str], question: str, context: str) -> dict[str, tuple[int, float]]:
+        """Each of ``names``' windows for this question and their tokens in full windows (tokens / window length),
+        tokenized once per tokenizer and window before any model runs; a variant without a tokenizer here (served
+        elsewhere) is left out."""
+        out: dict[str, tuple[int, float]] = {}
+        seen: dict[tuple, tuple[int, float]] = {}
+        for name in names:
+            loaded = self.variants.get(name)
+            if loaded is None or not loaded.ok or loaded.tokenizer is None:
+                continue
+            settings = self.settings_for(loaded)
+            key = (
+                getattr(loaded.tokenizer, "name_or_path", id(loaded.tokenizer)),
+                settings.max_length,
+                settings.stride,
+            )
+            if key not in seen:
+                windows = tokenize(loaded.tokenizer, [(question, context)], settings)
+                tokens = float(np.asarray(windows.encoding["attention_mask"]).sum())
+                seen[key] = (len(windows.owner), tokens / settings.max_length)
+            out[name] = seen[key]
+        return out
+
+    def first_run_s(self, name: str, windows: int, full: float) -> tuple[float, bool]:
+        """How long ``name``'s first run on ``windows`` windows (``full`` full windows of tokens) should take, in
+        seconds, and whether that is from its own pace (False: guessed from its size, before it answered anything)."""
+        pace = self._paces.get(name)
+        if pace is not None:
+            return pace * full / 1000, True
+        loaded = self.variants.get(name)
+        mb = loaded.model.size_bytes / 1e6 if loaded is not None and loaded.model is not None else 0.0
+        return GUESS_MS_PER_WINDOW_MB * mb * windows / 1000, False
 
     def _timed(
         self, result: VariantResult, call: Callable[[], Answer]
@@ -160,3 +233,15 @@ def _keep_run(result: VariantResult, ms: float, cpu: tuple[float, float | None] 
     if cpu is not None:
         result.cpu_runs.append(cpu[0])
         result.wait_runs.append(cpu[1])
+
+
+def skip_words(first_s: float, paced: bool, cap_s: float, alone: bool, context: str) -> str:
+    """Why a variant was skipped and what brings it in: leaving out the others (when it would fit alone, answering
+    first), or a shorter passage (about as much as would fit)."""
+    how = "at its pace on the latest question" if paced else "guessed from its size: it has not answered yet"
+    said = f"Skipped: its answer would take about {first_s:.0f} s ({how}), past the {cap_s:g} s one request may take"
+    if alone:
+        return f"{said}, after the variants before it. Leave out the others to get its answer."
+    fits = int(len(context) * cap_s / first_s) // 100 * 100
+    learn = "" if paced else " (or a short question first, which measures its pace)"
+    return f"{said}. Ask about a shorter passage: about {fits:,} characters would fit{learn}."

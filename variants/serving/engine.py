@@ -45,7 +45,7 @@ from variants.core import config
 from variants.core import spec as specs
 from variants.serving.asking import TimedAsking
 from variants.serving.batching import Batcher, BatcherClosed, BatchingConfig
-from variants.serving.build_status import BuildStatus, fetch_words
+from variants.serving.build_status import FAILED, BuildStatus, fetch_words
 from variants.serving.outcome import (
     VariantResult,
     describe_error,
@@ -401,7 +401,7 @@ class Engine(TimedAsking):
             latency_only=spec.latency_only,
         )
         if not loaded.ok:
-            result.error = loaded.error or "not loaded"
+            result.error, result.state = loaded.error or "not loaded", FAILED
             return result, None
         model = loaded.model
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype
