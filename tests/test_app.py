@@ -32,22 +32,20 @@ from ui.ask import (
     make_validator,
     null_threshold,
 )
-from ui.benchmark import (
+from ui.benchmark import QUICK_SHOWN, benchmark_outputs, make_quick_handlers
+from ui.cards import card_html, summary_html
+from ui.questions import Runs
+from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
+from ui.record_table import (
     ANSWERABLE_HEADERS,
     PEER_RATIOS,
-    QUICK_SHOWN,
     SHORT_COLUMNS,
     TABLE_COLUMNS,
     VIEW_COLUMNS,
-    benchmark_outputs,
-    make_quick_handlers,
     record_frame,
     record_header,
     table_frame,
 )
-from ui.cards import card_html, summary_html
-from ui.questions import Runs
-from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants.answering.timing import cpu_clock
 from variants.benchmarking.quick import QuickRun

@@ -74,12 +74,26 @@ def test_before_any_pace_a_guess_from_the_models_size_decides(engine, monkeypatc
     assert not any(r.skipped for r in engine.ask(QUESTION, CONTEXT, ["baseline", "pruned"], rule=CAP))
 
 
+def test_where_its_size_would_skip_it_a_variant_first_answers_the_passages_start(engine, monkeypatch) -> None:
+    """Its pace from one window of the passage then decides: a tiny model is fast, so it answers the whole."""
+    monkeypatch.setattr(engine, "_paces", {})
+    long = CONTEXT * 30  # several windows
+    windows = engine.window_counts(["baseline"], QUESTION, long)["baseline"].count
+    mb = engine.variants["baseline"].model.size_bytes / 1e6
+    half_cap_a_window = 1000 * MAX_BUDGET_S / 2 / mb  # ms per window per MB: one window fits, the passage does not
+    monkeypatch.setattr(asking, "GUESS_MS_PER_WINDOW_MB", half_cap_a_window)
+    calls = model_calls(engine, monkeypatch, ["baseline"])
+    (base,) = engine.ask(QUESTION, long, ["baseline"], rule=CAP)
+    assert windows > 2 and not base.skipped and base.answer and engine._paces["baseline"] > 0
+    assert len(calls) >= 2  # the passage's start, then the passage
+
+
 def test_the_windows_are_counted_once_per_tokenizer_before_any_model_runs(engine, monkeypatch) -> None:
     calls = model_calls(engine, monkeypatch, [v.spec.name for v in engine.loaded])
     counts = engine.window_counts([v.spec.name for v in engine.loaded], QUESTION, CONTEXT * 20)
     assert calls == [] and len(set(counts.values())) == 1  # one chain, one tokenizer and window
-    windows, full = next(iter(counts.values()))
-    assert windows > 1 and 0 < full <= windows
+    windows, full, first_end = next(iter(counts.values()))
+    assert windows > 1 and 0 < full <= windows and 0 < first_end < len(CONTEXT * 20)
 
 
 def test_the_skip_says_what_brings_the_variant_in() -> None:

@@ -11,9 +11,10 @@ full window of tokens, from its first run on the latest question it answered) ti
 Before a variant has answered anything (the first question after a start) its pace is guessed from its size:
 :data:`GUESS_MS_PER_WINDOW_MB` per MB of weights per window, every window counted as full, a rate above what the
 slowest variant of either CPU preset took per MB on a busy 2-core machine, so that a guess errs towards skipping
-(and the variants answer smallest first, so each guess starts as late as it can). A variant whose first run would
-end past the cap, counted from the call's start, is skipped before it starts; its result says so and what would
-bring it in (:func:`skip_words`).
+(the variants answer smallest first). Where that guess alone would skip it on a passage of several windows, it
+first answers the passage's start (its first window, if the guess lets that fit), and the pace
+measured there decides. A variant whose first run would end past the cap, counted from the call's start, is
+skipped before it starts; its result says so and what would bring it in (:func:`skip_words`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,6 +44,14 @@ log = logging.getLogger("variants.serving.engine")
 
 # A variant's ms per window per MB of its weights before its pace is known: conservative (see the module's docstring)
 GUESS_MS_PER_WINDOW_MB = 20.0
+
+
+class PassageWindows(NamedTuple):
+    """A passage's windows for one variant: how many, their tokens in full windows, where the first one ends."""
+
+    count: int
+    full: float  # tokens / the window's length
+    first_end: int  # the character the first window's context ends at
 
 
 class TimedAsking:
@@ -97,17 +107,14 @@ class TimedAsking:
         def shown() -> dict[str, VariantResult]:
             return snapshot({n: results[n] for n in chain if n in results})
 
-        windows = self.window_counts(chain, question, context) if rule.cap_s is not None else {}
+        windows = self.window_counts(chain, question, context)  # before any model runs: the cap and the paces
         for name in order:  # every variant answers once, the fastest first, unless it would end past the cap
             result, run = self._prepare(name, null_threshold)
             result.runs_asked, result.budget_s, result.notice = rule.runs, rule.budget_s, notice
             results[name] = result
-            if run is not None and name in windows:
-                first_s, paced = self.first_run_s(name, *windows[name])
-                if not rule.within_cap(time.perf_counter() - started, first_s):
-                    alone = rule.within_cap(0.0, first_s)
-                    result.error, result.skipped = skip_words(first_s, paced, rule.cap_s, alone, context), True
-                    run = None
+            if run is not None and name in windows and rule.cap_s is not None:
+                if skip := self._past_cap(name, run, question, context, windows[name], rule, started):
+                    result.error, result.skipped, run = skip, True, None
             if run is not None:
                 runners[name] = partial(run, question, context)
                 if (timed := self._timed(result, runners[name])) is None:
@@ -117,7 +124,7 @@ class TimedAsking:
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
                     last_ms[name], seen_ms[name], result.pending = ms, [ms], True
                     if name in windows:  # its pace now: the next call's prediction and order
-                        self._paces[name] = ms / max(windows[name][1], 1e-6)
+                        self._paces[name] = ms / max(windows[name].full, 1e-6)
                     if rule.counts_first(ms):
                         result.first_timed = True
                         _keep_run(result, ms, cpu)
@@ -168,12 +175,12 @@ class TimedAsking:
             if s.name not in self.variants and (names is None or s.name in names)
         ]
 
-    def window_counts(self, names: list[str], question: str, context: str) -> dict[str, tuple[int, float]]:
+    def window_counts(self, names: list[str], question: str, context: str) -> dict[str, PassageWindows]:
         """Each of ``names``' windows for this question and their tokens in full windows (tokens / window length),
         tokenized once per tokenizer and window before any model runs; a variant without a tokenizer here (served
         elsewhere) is left out."""
-        out: dict[str, tuple[int, float]] = {}
-        seen: dict[tuple, tuple[int, float]] = {}
+        out: dict[str, PassageWindows] = {}
+        seen: dict[tuple, PassageWindows] = {}
         for name in names:
             loaded = self.variants.get(name)
             if loaded is None or not loaded.ok or loaded.tokenizer is None:
@@ -187,9 +194,49 @@ class TimedAsking:
             if key not in seen:
                 windows = tokenize(loaded.tokenizer, [(question, context)], settings)
                 tokens = float(np.asarray(windows.encoding["attention_mask"]).sum())
-                seen[key] = (len(windows.owner), tokens / settings.max_length)
+                offsets, inside = np.asarray(windows.encoding["offset_mapping"][0]), windows.context_mask[0]
+                first_end = int(offsets[inside, 1].max()) if inside.any() else len(context)
+                seen[key] = PassageWindows(len(windows.owner), tokens / settings.max_length, first_end)
             out[name] = seen[key]
         return out
+
+    def _past_cap(
+        self,
+        name: str,
+        run: Callable,
+        question: str,
+        context: str,
+        counts: PassageWindows,
+        rule: TimingRule,
+        started: float,
+    ) -> str:
+        """Why ``name``'s first run on a passage of ``counts`` windows would end past ``rule``'s cap, counted from
+        ``started`` (:func:`skip_words`), or "" when it fits. A variant whose pace is not known yet and whose size
+        alone would skip it first answers the passage's start (its first window) where that
+        fits, so that its pace decides, not the guess."""
+        first_s, paced = self.first_run_s(name, counts.count, counts.full)
+        if not paced and counts.count > 1 and not rule.within_cap(time.perf_counter() - started, first_s):
+            self._probe_pace(name, run, question, context[: counts.first_end], rule, started)
+            first_s, paced = self.first_run_s(name, counts.count, counts.full)
+        if rule.within_cap(time.perf_counter() - started, first_s):
+            return ""
+        return skip_words(first_s, paced, rule.cap_s, rule.within_cap(0.0, first_s), context)
+
+    def _probe_pace(self, name: str, run: Callable, question: str, head: str, rule: TimingRule, started: float) -> None:
+        """``name``'s pace from its answer on ``head`` (the start of the passage), where its guess says that fits in
+        the cap; a failure is left to its own first run (or its skip) to tell."""
+        probe = self.window_counts([name], question, head)
+        if name not in probe or not rule.within_cap(
+            time.perf_counter() - started, self.first_run_s(name, probe[name].count, probe[name].full)[0]
+        ):
+            return
+        timed = time.perf_counter()
+        try:
+            run(question, head)
+        except Exception as exc:
+            log.debug("%s: no pace from the passage's start: %s", name, exc)
+            return
+        self._paces[name] = (time.perf_counter() - timed) * 1000 / max(probe[name].full, 1e-6)
 
     def first_run_s(self, name: str, windows: int, full: float) -> tuple[float, bool]:
         """How long ``name``'s first run on ``windows`` windows (``full`` full windows of tokens) should take, in
