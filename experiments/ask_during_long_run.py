@@ -9,9 +9,9 @@ median, on a quiet machine.
 
 Each question is one ``/answer`` call with its defaults (every variant, five timed runs within 12 s), on a SQuAD v2
 question, sent after a random pause of 0.2-0.6 s so that the questions land anywhere in a chunk; its time is the
-client's, from the call to the reply. The record keeps every time, the medians, their ratio to the idle median, and
-the load average (1 minute) read before and after each phase: on a busy machine the ratio says little. Loopback
-only.
+client's, from the call to the reply. Each long run is stopped once its phase's questions are asked. The record
+keeps every time, the medians, their ratio to the idle median, and the load average (1 minute) read before and
+after each phase: on a busy machine the ratio says little. Loopback only.
 """
 
 from __future__ import annotations
@@ -73,15 +73,15 @@ def asks(url: str, n: int, going: Callable[[], bool] = lambda: True, seed: int =
 
 
 def during(url: str, n: int, run: Callable[[threading.Event, threading.Event], Any]) -> dict[str, Any]:
-    """Questions asked while ``run(started, done)`` goes (it sets ``started`` once the run is going and ``done``
-    when it ends); the questions stop when it ends."""
-    started, done = threading.Event(), threading.Event()
+    """Questions asked while ``run(started, stop)`` goes (it sets ``started`` once the run is going, and ends when
+    its questions are done or ``stop`` is set); the questions stop when it ends, and it is stopped after them."""
+    started, done, stop = threading.Event(), threading.Event(), threading.Event()
     load = os.getloadavg()[0]
     failure: list[BaseException] = []
 
     def go() -> None:
         try:
-            run(started, done)
+            run(started, stop)
         except BaseException as exc:  # said in the record, the probe goes on
             failure.append(exc)
         finally:
@@ -92,7 +92,8 @@ def during(url: str, n: int, run: Callable[[threading.Event, threading.Event], A
     thread.start()
     started.wait(600)
     times = asks(url, n, lambda: not done.is_set())
-    done.wait(900)
+    stop.set()
+    done.wait(600)
     thread.join(60)
     out = summary(times) | {"load_1min": [round(load, 2), round(os.getloadavg()[0], 2)]}
     if failure:
@@ -108,13 +109,13 @@ def summary(times: list[float]) -> dict[str, Any]:
 def evaluate_run(url: str) -> Callable[[threading.Event, threading.Event], None]:
     """An ``/evaluate`` run of :data:`LONG_RUN` questions, called again until it is done (2 s of model time a call)."""
 
-    def run(started: threading.Event, done: threading.Event) -> None:
+    def run(started: threading.Event, stop: threading.Event) -> None:
         from gradio_client import Client  # noqa: PLC0415
 
         client = Client(url, verbose=False)
         reply = client.predict(questions_csv(LONG_RUN), None, "", 2.0, api_name="/evaluate")
         started.set()
-        while not reply["done"]:
+        while not reply["done"] and not stop.is_set():
             reply = client.predict("", None, reply["run"], 2.0, api_name="/evaluate")
 
     return run
@@ -124,7 +125,7 @@ def tab_run(url: str, tab: str) -> Callable[[threading.Event, threading.Event], 
     """The "Your questions" tab's run of :data:`LONG_RUN` pasted questions, or the Benchmark tab's quick benchmark
     of :data:`QUICK_N`, started and followed in headless Chromium."""
 
-    def run(started: threading.Event, done: threading.Event) -> None:
+    def run(started: threading.Event, stop: threading.Event) -> None:
         from playwright.sync_api import sync_playwright  # noqa: PLC0415
 
         with sync_playwright() as play:
@@ -146,8 +147,12 @@ def tab_run(url: str, tab: str) -> Callable[[threading.Event, threading.Event], 
             page.wait_for_function(f"() => /of {QUICK_N if tab != 'questions' else LONG_RUN} questions/"
                                    f".test(document.querySelector('{status}').innerText)")  # fmt: skip
             started.set()
-            page.wait_for_function(f"() => {finished}.test(document.querySelector('{status}').innerText)",
-                                   timeout=900_000)  # fmt: skip
+            ended = f"() => {finished}.test(document.querySelector('{status}').innerText)"
+            while not stop.is_set() and not page.evaluate(ended):
+                page.wait_for_timeout(500)
+            if not page.evaluate(ended):  # the questions are done: the run is stopped, as a visitor would
+                page.locator("#bench-stop" if tab != "questions" else "#questions-stop").click()
+                page.wait_for_function(ended)
             browser.close()
 
     return run

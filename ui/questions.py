@@ -463,7 +463,7 @@ def questions_tab(
     )
     with gr.Row():
         run = gr.Button("Run every variant on my questions", variant="primary", scale=3)
-        stop = gr.Button("Stop", variant="stop", scale=1)
+        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="questions-stop")
     price = price_box(
         "Dollars per hour of this machine (optional)",
         "Adds what a million answers cost at this run's throughput; the Benchmark tab lists published prices.",

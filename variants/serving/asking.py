@@ -288,7 +288,10 @@ def skip_words(first_s: float, paced: bool, cap_s: float, alone: bool, context: 
     how = "at its pace on the latest question" if paced else "guessed from its size: it has not answered yet"
     said = f"Skipped: its answer would take about {first_s:.0f} s ({how}), past the {cap_s:g} s one request may take"
     if alone:
-        return f"{said}, after the variants before it. Leave out the others to get its answer."
+        return (
+            f"{said}, after the variants before it. Leave out the others to get its answer (the Ask tab's “Leave "
+            "out”, or POST /v1/answer with its name)."
+        )
     fits = int(len(context) * cap_s / first_s) // 100 * 100
     learn = "" if paced else " (or a short question first, which measures its pace)"
     return f"{said}. Ask about a shorter passage: about {fits:,} characters would fit{learn}."
