@@ -16,12 +16,13 @@ from ui.ask import make_answer_api
 from ui.cards import card_html
 from variants.answering.timing import SERVED, TimingRule
 from variants.serving import asking
-from variants.serving.asking import skip_words
+from variants.serving.asking import Pace, skip_words
 from variants.serving.guard import MAX_BUDGET_S, ModelLine, request_rule
 from variants.serving.http import create_app
 
 CAP = TimingRule(runs=1, budget_s=1.0, cap_s=MAX_BUDGET_S)
 SLOW = 1e9  # a fake pace: ms per full window no request could wait for
+TRUSTED = 1.0  # a pace measured on a whole window
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +46,20 @@ def test_every_request_rule_caps_the_whole_call_first_runs_included() -> None:
 
 
 def test_a_variant_whose_first_run_would_end_past_the_cap_is_skipped_before_it_starts(engine, monkeypatch) -> None:
-    monkeypatch.setattr(engine, "_paces", {"baseline": SLOW, "pruned": 1.0})
+    monkeypatch.setattr(engine, "_paces", {"baseline": Pace(SLOW, TRUSTED), "pruned": Pace(1.0, TRUSTED)})
     calls = model_calls(engine, monkeypatch, ["baseline", "pruned"])
     base, pruned = engine.ask(QUESTION, CONTEXT, ["baseline", "pruned"], rule=CAP)
     assert base.skipped and base.pending is False and not base.answer and "baseline" not in calls  # never ran
     assert base.error.startswith("Skipped: its answer would take about") and "at its pace" in base.error
     assert "shorter passage" in base.error  # it would not fit even alone: leaving the others out cannot help
     assert not pruned.skipped and pruned.error is None and pruned.answer and "pruned" in calls
-    assert engine._paces["pruned"] > 0  # its pace from this question's first run, for the next prediction
+    assert engine._paces["pruned"].ms_per_window > 0  # its pace from this question's first run, for the next prediction
     card = card_html(engine.variants["baseline"], base, CONTEXT, "done")
     assert "Skipped: its answer" in card and "This variant failed" not in card
 
 
 def test_without_a_cap_nothing_is_skipped(engine, monkeypatch) -> None:
-    monkeypatch.setattr(engine, "_paces", {"baseline": SLOW})
+    monkeypatch.setattr(engine, "_paces", {"baseline": Pace(SLOW, TRUSTED)})
     (base,) = engine.ask(QUESTION, CONTEXT, ["baseline"], rule=SERVED)
     assert not base.skipped and base.answer
 
@@ -84,8 +85,20 @@ def test_where_its_size_would_skip_it_a_variant_first_answers_the_passages_start
     monkeypatch.setattr(asking, "GUESS_MS_PER_WINDOW_MB", half_cap_a_window)
     calls = model_calls(engine, monkeypatch, ["baseline"])
     (base,) = engine.ask(QUESTION, long, ["baseline"], rule=CAP)
-    assert windows > 2 and not base.skipped and base.answer and engine._paces["baseline"] > 0
+    assert windows > 2 and not base.skipped and base.answer and engine._paces["baseline"].ms_per_window > 0
     assert len(calls) >= 2  # the passage's start, then the passage
+
+
+def test_a_pace_from_a_question_shorter_than_a_window_is_measured_again_on_the_passages_start(
+    engine, monkeypatch
+) -> None:
+    """Fixed costs make a short question's pace per window look far slower than a long passage's: a pace from under
+    one window that would skip a long passage is measured again on its first window, and that pace decides."""
+    monkeypatch.setattr(engine, "_paces", {"baseline": Pace(SLOW, 0.05)})
+    mb = engine.variants["baseline"].model.size_bytes / 1e6
+    monkeypatch.setattr(asking, "GUESS_MS_PER_WINDOW_MB", 1000 * MAX_BUDGET_S / 2 / mb)  # one window fits by size
+    (base,) = engine.ask(QUESTION, CONTEXT * 30, ["baseline"], rule=CAP)
+    assert not base.skipped and base.answer and engine._paces["baseline"].windows > 1  # the passage's own pace now
 
 
 def test_the_windows_are_counted_once_per_tokenizer_before_any_model_runs(engine, monkeypatch) -> None:
@@ -104,7 +117,7 @@ def test_the_skip_says_what_brings_the_variant_in() -> None:
 
 
 def test_the_apis_say_a_variant_was_skipped(engine, monkeypatch) -> None:
-    monkeypatch.setattr(engine, "_paces", {n: SLOW for n in engine.variants})
+    monkeypatch.setattr(engine, "_paces", {n: Pace(SLOW, TRUSTED) for n in engine.variants})
     rows = asyncio.run(make_answer_api(engine, ModelLine())(CONTEXT, QUESTION, None, 1, 1))
     assert rows and all(r["skipped"] and r["error"].startswith("Skipped") for r in rows)
     reply = TestClient(create_app(engine)).post("/v1/answer", json={"question": QUESTION, "context": CONTEXT})

@@ -46,6 +46,14 @@ log = logging.getLogger("variants.serving.engine")
 GUESS_MS_PER_WINDOW_MB = 20.0
 
 
+class Pace(NamedTuple):
+    """A variant's pace: ms per full window of tokens, on a run of ``windows`` full windows (under 1: a short
+    question, whose fixed costs make the pace per window look slower than it is on a long passage)."""
+
+    ms_per_window: float
+    windows: float
+
+
 class PassageWindows(NamedTuple):
     """A passage's windows for one variant: how many, their tokens in full windows, where the first one ends."""
 
@@ -57,7 +65,7 @@ class PassageWindows(NamedTuple):
 class TimedAsking:
     """The engine's asking and timing (see the module's docstring)."""
 
-    _paces: dict[str, float]  # each variant's ms per full window on its latest question (run_order, the cap)
+    _paces: dict[str, Pace]  # each variant's pace on its latest question (run_order, the cap)
 
     def run_order(self, names: list[str]) -> list[str]:
         """``names`` fastest first: by each variant's pace on the latest question it answered (ms per full window
@@ -65,7 +73,7 @@ class TimedAsking:
         among equals: along the chain, smaller is faster)."""
         paces = self._paces
         if all(n in paces for n in names):
-            return sorted(names, key=lambda n: paces[n])
+            return sorted(names, key=lambda n: paces[n].ms_per_window)
         chain = {v.spec.name: i for i, v in enumerate(self.loaded)}
 
         def size(name: str) -> tuple[float, int]:
@@ -124,7 +132,7 @@ class TimedAsking:
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
                     last_ms[name], seen_ms[name], result.pending = ms, [ms], True
                     if name in windows:  # its pace now: the next call's prediction and order
-                        self._paces[name] = ms / max(windows[name].full, 1e-6)
+                        self._paces[name] = Pace(ms / max(windows[name].full, 1e-6), windows[name].full)
                     if rule.counts_first(ms):
                         result.first_timed = True
                         _keep_run(result, ms, cpu)
@@ -211,11 +219,13 @@ class TimedAsking:
         started: float,
     ) -> str:
         """Why ``name``'s first run on a passage of ``counts`` windows would end past ``rule``'s cap, counted from
-        ``started`` (:func:`skip_words`), or "" when it fits. A variant whose pace is not known yet and whose size
-        alone would skip it first answers the passage's start (its first window) where that
-        fits, so that its pace decides, not the guess."""
+        ``started`` (:func:`skip_words`), or "" when it fits. A variant that would be skipped by a guess from its
+        size, or by its pace on a question shorter than a window (fixed costs inflate it: a 20-token question gave
+        BERT-large 57 s per window), first answers the passage's start (its first window) where that fits, by the
+        lower of the two, so that its pace on a whole window decides."""
         first_s, paced = self.first_run_s(name, counts.count, counts.full)
-        if not paced and counts.count > 1 and not rule.within_cap(time.perf_counter() - started, first_s):
+        short = (pace := self._paces.get(name)) is None or pace.windows < 1  # a guess, or a short question's pace
+        if short and counts.count > 1 and not rule.within_cap(time.perf_counter() - started, first_s):
             self._probe_pace(name, run, question, context[: counts.first_end], rule, started)
             first_s, paced = self.first_run_s(name, counts.count, counts.full)
         if rule.within_cap(time.perf_counter() - started, first_s):
@@ -226,9 +236,10 @@ class TimedAsking:
         """``name``'s pace from its answer on ``head`` (the start of the passage), where its guess says that fits in
         the cap; a failure is left to its own first run (or its skip) to tell."""
         probe = self.window_counts([name], question, head)
-        if name not in probe or not rule.within_cap(
-            time.perf_counter() - started, self.first_run_s(name, probe[name].count, probe[name].full)[0]
-        ):
+        if name not in probe:
+            return
+        paced_s = self.first_run_s(name, probe[name].count, probe[name].full)[0]
+        if not rule.within_cap(time.perf_counter() - started, min(paced_s, self.size_guess_s(name, 1))):
             return
         timed = time.perf_counter()
         try:
@@ -236,17 +247,22 @@ class TimedAsking:
         except Exception as exc:
             log.debug("%s: no pace from the passage's start: %s", name, exc)
             return
-        self._paces[name] = (time.perf_counter() - timed) * 1000 / max(probe[name].full, 1e-6)
+        ms = (time.perf_counter() - timed) * 1000
+        self._paces[name] = Pace(ms / max(probe[name].full, 1e-6), probe[name].full)
 
     def first_run_s(self, name: str, windows: int, full: float) -> tuple[float, bool]:
         """How long ``name``'s first run on ``windows`` windows (``full`` full windows of tokens) should take, in
         seconds, and whether that is from its own pace (False: guessed from its size, before it answered anything)."""
         pace = self._paces.get(name)
         if pace is not None:
-            return pace * full / 1000, True
+            return pace.ms_per_window * full / 1000, True
+        return self.size_guess_s(name, windows), False
+
+    def size_guess_s(self, name: str, windows: int) -> float:
+        """Seconds ``windows`` windows should take ``name`` by its size alone (:data:`GUESS_MS_PER_WINDOW_MB`)."""
         loaded = self.variants.get(name)
         mb = loaded.model.size_bytes / 1e6 if loaded is not None and loaded.model is not None else 0.0
-        return GUESS_MS_PER_WINDOW_MB * mb * windows / 1000, False
+        return GUESS_MS_PER_WINDOW_MB * mb * windows / 1000
 
     def _timed(
         self, result: VariantResult, call: Callable[[], Answer]

@@ -114,7 +114,7 @@ class Engine(TimedAsking):
             raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
         self._builder = VariantBuilder(self.device, self.cache_dir)
         self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
-        self._paces: dict[str, float] = {}  # each variant's ms per character on its latest question (run_order)
+        self._paces: dict = {}  # each variant's pace on its latest question (asking.Pace: run_order, the cap)
         self.status = BuildStatus(self.specs, self.preset)  # each variant's build: queued, building, ready, failed
 
     # --- loading ------------------------------------------------------------------------------
