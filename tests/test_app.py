@@ -53,6 +53,7 @@ from variants.building import custom
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
 from variants.serving.engine import load_engine
+from variants.serving.guard import MAX_LONG_RUNS
 from variants.serving.outcome import VariantResult, busy_words
 
 FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
@@ -144,12 +145,16 @@ def test_api_surface(client: Client) -> None:
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
     demo = app.build_demo(engine, concurrency_limit=2, max_queue=5)
     model_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == app.CONCURRENCY_GROUP]
-    # Ask, quick benchmark, a chunk of a "Your questions" run, /evaluate, a report (its examples answered)
-    assert len(model_fns) == 5
+    # Ask, quick benchmark, a chunk of a "Your questions" run, a report (its examples answered)
+    assert len(model_fns) == 4
     assert {fn.concurrency_limit for fn in model_fns} == {2}
     # /answer waits in the app's model line (with the Ask tab's questions), which says how long to wait when full
     answer = next(fn for fn in demo.fns.values() if fn.api_name == "answer")
     assert answer.concurrency_limit is None and answer.concurrency_id != app.CONCURRENCY_GROUP
+    # /evaluate's calls take a turn in that line per chunk, in a group of their own: a question waits for one chunk,
+    # not for a call's two seconds in the page's group
+    evaluate = next(fn for fn in demo.fns.values() if fn.api_name == "evaluate")
+    assert evaluate.concurrency_id != app.CONCURRENCY_GROUP and evaluate.concurrency_limit == MAX_LONG_RUNS
     assert demo._queue.max_size == 10 + app.BACKSTOP  # a backstop: the line of 5 refuses first, saying how long to wait
 
 
