@@ -16,11 +16,15 @@ import functools
 import logging
 import socket
 import sys
+import threading
+import time
 import warnings
 from pathlib import Path
 
 import gradio as gr
+import uvicorn
 from fastapi import FastAPI
+from huggingface_hub import constants as hf_constants
 
 from ui import SAMPLE_FILE
 from ui.about import about_html, page_intro
@@ -34,9 +38,11 @@ from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
 from variants.benchmarking.quick import QuickRun
 from variants.building import custom
+from variants.building.cache import default_cache_dir
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
 from variants.core.spec import short_label
+from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
 from variants.serving.guard import MAX_LONG_RUNS, ModelLine, RunBook
@@ -80,7 +86,7 @@ def build_demo(
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
         # above every tab: the model, the preset, the hardware, and the build while it runs
-        header = html_block(header_html(engine), css=STARTUP_CSS, elem_id="qa-header")
+        header = html_block(header_html(engine.snapshot()), css=STARTUP_CSS, elem_id="qa-header")
         notice = html_block(  # the fallback banner, once, on every tab (decided while the build fetches)
             notice_html(engine.notice, "Fallback") if engine.notice else "",
             elem_id="notice",
@@ -184,6 +190,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --backend: run this page itself as a Ray Serve deployment of N replicas at /demo on the running "
         "Ray cluster (the one `python -m variants serve --ray` started), instead of serving it here",
     )
+    parser.add_argument(
+        "--trusted-proxy",
+        default=None,
+        metavar="ADDRESSES",
+        help="proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the visitor, as uvicorn's "
+        f"--forwarded-allow-ips (env {config.TRUSTED_PROXIES_ENV}; on a Space its own proxy; default none: the "
+        "header changes nothing)",
+    )
     parser.add_argument("--results-dir", default=None, help=f"benchmark records folder (env {RESULTS_ENV})")
     parser.add_argument(
         "--allow-custom-models",
@@ -207,15 +221,24 @@ def prepare_models(args: argparse.Namespace) -> Engine:
     serves); its build prints one line per step."""
     engine = engine_from_args(args, build=False)
     engine.status.set_log(console_line)
+    artifacts = engine.cache_dir or default_cache_dir()
+    hub = config.hub_cache() or Path(hf_constants.HF_HUB_CACHE)
     where = config.persistent_dir()
-    kept = f"; downloads and artifacts kept in {where}" if where else ""
-    print(f"Preset {engine.preset!r} on {engine.device}: {len(engine.specs)} variants to build{kept}", flush=True)
+    kept = f"; kept across restarts in {where}" if where else ""
+    print(
+        f"Preset {engine.preset!r} on {engine.device}: {len(engine.specs)} variants to build; built artifacts in "
+        f"{artifacts}, Hub downloads in {hub}{kept}",
+        flush=True,
+    )
     return engine
 
 
 def serve_address(args: argparse.Namespace) -> tuple[str, int]:
+    """Where to serve: ``--host``/``--port``; on a Space 0.0.0.0:7860, where it routes visitors (gradio's own
+    ``GRADIO_SERVER_NAME``/``GRADIO_SERVER_PORT`` move it, as for a stand-in Space on a shared machine)."""
     if config.on_space():
-        return "0.0.0.0", 7860
+        host = config.env_text("GRADIO_SERVER_NAME") or "0.0.0.0"
+        return host, port_number(config.env_text("GRADIO_SERVER_PORT") or "7860")
     return args.host, args.port
 
 
@@ -262,7 +285,7 @@ def backend_app(argv: list[str]) -> FastAPI:
     demo = build_demo(
         engine, results_dir=args.results_dir, concurrency_limit=args.concurrency, max_queue=args.max_queue
     )
-    app = FastAPI()
+    app = FastAPI(**edge.app_kwargs(demo))
     app.include_router(serve.router(engine))
     return gr.mount_gradio_app(app, demo, path="/", **launch_style())
 
@@ -311,13 +334,26 @@ def main(argv: list[str] | None = None) -> int:
         allow_custom_models=allow_custom,
         max_custom_mb=custom_mb,
     )
+    trusted = config.trusted_proxies(args.trusted_proxy)  # who the visitor is: the proxies that may say
+    if config.on_space():  # gradio's launch() would start its Spaces hot reloader (see serve_mounted)
+        try:
+            server = serve_mounted(demo, engine, host, port, trusted)
+        except OSError:
+            print(port_message(host, port), file=sys.stderr)  # taken meanwhile
+            return 2
+        print(launch_message(f"http://{host}:{port}/", None), flush=True)
+        if not args.backend:
+            engine.build_in_background()
+        server.join()
+        return 0
     lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
+    edge.trust_proxies(trusted)  # read by uvicorn at launch
     try:  # quiet: gradio's own lines would tell a visitor to set share=True in launch(); ours name --share
         demo.launch(
             server_name=host,
             server_port=port,
             share=args.share,
-            app_kwargs={"routes": lean},
+            app_kwargs=edge.app_kwargs(demo, lean),  # every route behind the edge's limits
             quiet=True,
             prevent_thread_lock=True,
             **launch_style(),
@@ -332,6 +368,31 @@ def main(argv: list[str] | None = None) -> int:
         engine.build_in_background()  # the page already answers; each variant joins when it is ready
     demo.block_thread()
     return 0
+
+
+def serve_mounted(
+    demo: gr.Blocks, engine: Engine, host: str, port: int, trusted: str = "", start_s: float = 60.0
+) -> threading.Thread:
+    """Serve the page on a Space: mounted with gradio's public ``mount_gradio_app`` (theme and CSS as at launch)
+    beside the lean /v1 routes, on a uvicorn server of our own, running in a thread that is returned once the port
+    answers. Gradio's ``launch()`` starts its Spaces hot reloader whenever ``SYSTEM=spaces``, with no option to
+    keep it off; its watcher needs the ``spaces`` package (a traceback at every start where it is missing) and
+    opens a code-reload server on port 7887. This app is not edited live, so it does without. Every route is
+    behind the edge (:mod:`variants.serving.edge`); the server reads ``X-Forwarded-For`` from ``trusted`` only and
+    bounds its connections (:func:`variants.serving.edge.server_options`)."""
+    app = FastAPI(**edge.app_kwargs(demo))
+    app.include_router(serve.router(engine))
+    app = gr.mount_gradio_app(app, demo, path="/", **launch_style())
+    config_ = uvicorn.Config(app, host=host, port=port, log_level="warning", **edge.server_options(trusted))
+    server = uvicorn.Server(config_)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise OSError(errno.EADDRINUSE, f"the server did not start on {host}:{port}")
+        time.sleep(0.05)
+    return thread
 
 
 def launch_message(local_url: str, share_url: str | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -54,13 +55,28 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(demo) -> Iterator[str]:
-    """Serve ``demo`` on a free localhost port in background threads; yields its URL."""
+def running(demo, trusted_proxies: str = "", routes: list | None = None) -> Iterator[str]:
+    """Serve ``demo`` on a free localhost port in background threads as app.py does (every route behind the edge,
+    ``routes`` beside the page, the forwarded address read from ``trusted_proxies`` only); yields its URL."""
     from ui.styles import launch_style  # noqa: PLC0415
+    from variants.serving import edge  # noqa: PLC0415
 
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, **launch_style()
-    )
+    before = os.environ.get("FORWARDED_ALLOW_IPS")
+    edge.trust_proxies(trusted_proxies)  # read by uvicorn as the server starts
+    try:
+        _, url, _ = demo.launch(
+            server_name="127.0.0.1",
+            server_port=free_port(),
+            prevent_thread_lock=True,
+            quiet=True,
+            app_kwargs=edge.app_kwargs(demo, routes),
+            **launch_style(),
+        )
+    finally:
+        if before is None:
+            os.environ.pop("FORWARDED_ALLOW_IPS", None)
+        else:
+            os.environ["FORWARDED_ALLOW_IPS"] = before
     try:
         yield url
     finally:
@@ -173,3 +189,31 @@ class FakeHub:
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         monkeypatch.delenv(custom.MAX_MB_ENV, raising=False)
         return self
+
+
+class SlowRun:
+    """An evaluation that takes many chunks (the tiny models finish a real one in one): only what /evaluate and
+    the tab read."""
+
+    def __init__(self, engine, questions, names, *, max_seconds=None, data_bytes=None, total: int = 6) -> None:
+        self.questions, self.total, self.position, self.seconds, self.stopped = questions, total, 0, 0.0, None
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= self.total or self.stopped is not None
+
+    def step(self) -> bool:
+        self.position, self.seconds = self.position + 1, self.seconds + 0.5
+        return not self.finished
+
+    def record(self) -> SimpleNamespace:
+        return SimpleNamespace(to_dict=lambda: {"answered": self.position})
+
+    def scores(self, record) -> list:
+        return []
+
+    def answers(self) -> dict:
+        return {"baseline": {"row-2": "Paris"}}
+
+    def stop(self, why: str = "stopped") -> None:
+        self.stopped = why

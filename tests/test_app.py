@@ -55,6 +55,7 @@ from variants.core.spec import VariantSpec
 from variants.serving.engine import load_engine
 from variants.serving.guard import MAX_LONG_RUNS
 from variants.serving.outcome import VariantResult, busy_words
+from variants.serving.snapshot import VariantView
 
 FIELDS = {f.name for f in dataclasses.fields(VariantResult)}
 SHIPPED = specs.EMBEDDED_MODELS / "minilm-squad2"
@@ -202,14 +203,14 @@ def test_summary_names_the_trade_off(engine) -> None:
     names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
     fast = {"baseline": result("baseline", 10, 400), "pruned": result("pruned", 5, 200)}
     fast["pruned-onnx-opt-int8"] = result("pruned-onnx-opt-int8", 2.5, 100, answer="france")
-    text = summary_html(engine, names, fast, running=False)
+    text = summary_html(engine.snapshot(fast), names, running=False)
     assert "Pruned + ONNX + INT8" in text and "4.00× faster" in text and "4.0× smaller" in text and "median" in text
     assert "3 of 3 variants answered; 1 of the 2 other answers match the baseline's" in html.unescape(text)
     slow = {"baseline": result("baseline", 1, 400, base_ms=1), "pruned": result("pruned", 2, 400, " Paris ", 1)}
-    text = summary_html(engine, names, slow, running=False)
+    text = summary_html(engine.snapshot(slow), names, running=False)
     assert "The baseline was fastest" in text and "smaller" not in text
     assert "2 of 2 variants answered; 1 of the 1 other answers match the baseline's" in html.unescape(text)
-    assert "Running 2 of 3" in summary_html(engine, names, {"baseline": slow["baseline"]}, running=True)
+    assert "Running 2 of 3" in summary_html(engine.snapshot({"baseline": slow["baseline"]}), names, running=True)
 
 
 def test_no_answer_everywhere_is_not_agreement(engine) -> None:
@@ -218,10 +219,10 @@ def test_no_answer_everywhere_is_not_agreement(engine) -> None:
 
     names = ["baseline", "pruned", "pruned-onnx-opt-int8"]
     silent = {n: result(n, "") for n in names}
-    text = html.unescape(summary_html(engine, names, silent, running=False))
+    text = html.unescape(summary_html(engine.snapshot(silent), names, running=False))
     assert "No variant answered (3 said “no answer”" in text and "match" not in text
     base_silent = {**silent, "pruned": result("pruned", "1639")}
-    text = html.unescape(summary_html(engine, names, base_silent, running=False))
+    text = html.unescape(summary_html(engine.snapshot(base_silent), names, running=False))
     assert "1 of 3 variants answered, and the baseline said “no answer”" in text
 
 
@@ -236,6 +237,10 @@ def test_reselect_shows_steps_without_rerunning(engine) -> None:
 # --- escaping and cards -----------------------------------------------------------------------------
 
 EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+
+
+def view(loaded) -> VariantView:
+    return VariantView.of(loaded.spec, loaded)
 
 
 def test_highlight_escapes_and_marks() -> None:
@@ -260,14 +265,14 @@ def test_cards_escape_answers_errors_and_labels(engine) -> None:
     loaded = engine.loaded[0]
     context = f"{EVIL} tail"
     result = VariantResult("baseline", EVIL, answer=EVIL, score=0.5, latency_ms=3.0, start=0, end=len(EVIL))
-    card = card_html(loaded, result, context, "done")
+    card = card_html(view(loaded), result, context, "done")
     assert "<img" not in card and "<script" not in card
     assert "<mark>" + html.escape(EVIL) + "</mark>" in card
-    failed = card_html(loaded, VariantResult("baseline", "x", error=EVIL), context, "done")
+    failed = card_html(view(loaded), VariantResult("baseline", "x", error=EVIL), context, "done")
     assert 'data-state="error"' in failed and "<script" not in failed and html.escape(EVIL) in failed
     broken = dataclasses.replace(loaded, model=None, error=EVIL)
-    assert "<script" not in card_html(broken)
-    assert "<script" not in summary_html(engine, ["baseline"], {"baseline": result}, running=False)
+    assert "<script" not in card_html(view(broken))
+    assert "<script" not in summary_html(engine.snapshot({"baseline": result}), ["baseline"], running=False)
 
 
 def test_card_shows_metrics_and_runtime(engine) -> None:
@@ -275,22 +280,22 @@ def test_card_shows_metrics_and_runtime(engine) -> None:
     loaded = engine.variants["pruned-onnx-opt-int8"]
     # The speedup is set, not measured: which variant was faster on this run is the bench's business.
     faster = dataclasses.replace(by_name[loaded.spec.name], speedup=2.5)
-    card = card_html(loaded, faster, CONTEXT, "done", by_name["baseline"])
+    card = card_html(view(loaded), faster, CONTEXT, "done", by_name["baseline"])
     assert 'title="cpu · CPUExecutionProvider · INT8">CPU · ONNX Runtime · 8-bit integers<' in card  # jargon: tooltip
     assert 'title="An intermediate step' not in card and ">optimized</span>" in card
     assert "faster than baseline" in card and "model size" in card and "parameters" in card and " ms</b>" in card
     slower = dataclasses.replace(faster, speedup=0.8)
-    slow_card = card_html(loaded, slower, CONTEXT, "done", by_name["baseline"])
+    slow_card = card_html(view(loaded), slower, CONTEXT, "done", by_name["baseline"])
     assert html.escape("the baseline's speed: slower") in slow_card
     no_answer = dataclasses.replace(by_name["pruned"], answer="", start=0, end=0)
-    assert "no answer" in card_html(engine.variants["pruned"], no_answer, CONTEXT, "done")
+    assert "no answer" in card_html(view(engine.variants["pruned"]), no_answer, CONTEXT, "done")
     assert by_name[loaded.spec.name].execution == ""  # on the CPU there is no choice to name
     # On CUDA the FP16 variant's result names how it ran: in words on the card, the shapes in the tooltip.
     graphs = dataclasses.replace(
         by_name[loaded.spec.name], device="cuda:0", provider="CUDAExecutionProvider", dtype="fp16",
         execution="CUDA graphs (24: 64/128/256/384 tokens)",
     )  # fmt: skip
-    card = card_html(loaded, graphs, CONTEXT, "done", by_name["baseline"])
+    card = card_html(view(loaded), graphs, CONTEXT, "done", by_name["baseline"])
     assert ">GPU · ONNX Runtime (CUDA) · 16-bit floats · CUDA graphs<" in card
     assert 'title="cuda:0 · CUDAExecutionProvider · FP16 · CUDA graphs (24: 64/128/256/384 tokens)"' in card
 
@@ -300,7 +305,7 @@ def test_a_no_answer_card_shows_the_best_guess_it_beat(engine) -> None:
     # A threshold far below any score: "no answer" always wins, and the span it beat is the guess.
     result = engine.answer_one("baseline", QUESTION, CONTEXT, null_threshold=-1e9)
     assert result.answer == "" and result.guess and CONTEXT[result.guess_start : result.guess_end] == result.guess
-    card = card_html(loaded, result, CONTEXT, "done")
+    card = card_html(view(loaded), result, CONTEXT, "done")
     assert "no answer" in card and f"<mark>{html.escape(result.guess)}</mark>" in card
     assert f"Best guess: <b>{html.escape(result.guess)}</b> (confidence {fmt_confidence(result.guess_score)})" in card
     assert result.guess_score > 0 and f"{fmt_confidence(result.guess_score)}</b>" in card
@@ -312,7 +317,7 @@ def test_card_latency_is_a_median_with_its_spread(engine) -> None:
     runs = [12.0, 10.0, 11.0, 14.0, 11.5]
     result = VariantResult("pruned", "Pruned", answer="paris", latency_ms=11.5, latency_runs=runs, speedup=2.0)
     result.latency_min_ms, result.latency_max_ms = min(runs), max(runs)
-    card = card_html(loaded, result, CONTEXT, "done")
+    card = card_html(view(loaded), result, CONTEXT, "done")
     assert "<b>11.5 ms</b><span>median of 5 runs · 10.0–14.0 ms</span>" in card
     assert 'title="Median of 5 timed runs; the range is the fastest and the slowest run' in card
     assert (
@@ -504,8 +509,10 @@ def test_examples() -> None:
 
 
 def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("VARIANTS_PRESET", "VARIANTS_BASELINE", "VARIANTS_PRUNED", "SPACE_ID", "VARIANTS_NAMES"):
+    for key in ("VARIANTS_PRESET", "VARIANTS_BASELINE", "VARIANTS_PRUNED", "SPACE_ID", "VARIANTS_NAMES", "SYSTEM"):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_PORT", raising=False)
     args = app.parse_args([])
     assert args.preset is None and args.port == 7860 and args.concurrency == 1
     assert app.serve_address(args) == ("127.0.0.1", 7860)
@@ -517,6 +524,8 @@ def test_parse_args_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert app.parse_args(["--preset", "bert-large"]).preset == "bert-large"  # flags win over env
     monkeypatch.setenv("SPACE_ID", "someone/qa-variants")
     assert app.serve_address(args) == ("0.0.0.0", 7860)
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7871")  # gradio's own variable moves a stand-in Space
+    assert app.serve_address(args) == ("0.0.0.0", 7871)
 
 
 def test_a_busy_port_is_named_before_any_model_loads(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

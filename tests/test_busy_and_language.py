@@ -77,9 +77,11 @@ def test_quiet_runs_crown_a_winner_and_busy_runs_do_not(engine) -> None:
     quiet = {n: timed(n, ms, [ms] * 3, [0.0] * 3) for n, ms in zip(HEADLINE, (10.0, 5.0, 2.0), strict=True)}
     fill_timing(quiet, rule, done=True)
     assert not any(r.busy for r in quiet.values()) and busy_words(quiet.values()) == ""
-    text = html.unescape(summary_html(engine, HEADLINE, quiet, running=False))
+    text = html.unescape(summary_html(engine.snapshot(quiet), HEADLINE, running=False))
     assert "Fastest" in text and "busy" not in text
-    assert "busy" not in card_html(engine.variants["pruned"], quiet["pruned"], CONTEXT, "done", quiet["baseline"])
+    assert "busy" not in card_html(
+        engine.snapshot().view("pruned"), quiet["pruned"], CONTEXT, "done", quiet["baseline"]
+    )
 
     disturbed = {n: timed(n, ms, [ms] * 3, [0.0] * 3) for n, ms in zip(HEADLINE, (10.0, 5.0, 2.0), strict=True)}
     disturbed["pruned"].wait_runs = [6.5, 6.5, 0.0]  # the median run waited 1.3x its CPU time
@@ -88,11 +90,11 @@ def test_quiet_runs_crown_a_winner_and_busy_runs_do_not(engine) -> None:
     words = busy_words(disturbed.values())
     assert words.startswith("The machine was busy: waiting for a CPU, runs took up to 2.3× their computing time")
     assert "unreliable" in words
-    text = html.unescape(summary_html(engine, HEADLINE, disturbed, running=False))
+    text = html.unescape(summary_html(engine.snapshot(disturbed), HEADLINE, running=False))
     assert words in text and "Fastest" not in text and "faster than" not in text  # no winner from disturbed runs
-    card = html.unescape(card_html(engine.variants["pruned"], disturbed["pruned"], CONTEXT, "done"))
+    card = html.unescape(card_html(engine.snapshot().view("pruned"), disturbed["pruned"], CONTEXT, "done"))
     assert "The machine was busy: waiting for a CPU, these runs took 2.3× their computing time" in card
-    other = html.unescape(card_html(engine.variants["baseline"], disturbed["baseline"], CONTEXT, "done"))
+    other = html.unescape(card_html(engine.snapshot().view("baseline"), disturbed["baseline"], CONTEXT, "done"))
     assert "The machine was busy" not in other  # each card speaks for its own runs
 
 

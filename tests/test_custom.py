@@ -199,7 +199,7 @@ def test_the_app_handler(checked_hub, baseline_engine) -> None:
     assert 'class="qa-ok"' in status and MODEL_ID in status
     assert update.choices == [("Pruned + ONNX", "pruned-onnx"), (f"Your model: {MODEL_ID}", "custom")]
     assert update.value == ["pruned-onnx", "custom"]
-    cards = cards_html(engine, selected_names(engine, update.value), {}, "")
+    cards = cards_html(engine.snapshot(), selected_names(engine, update.value), "")
     assert 'data-variant="custom"' in cards
 
 

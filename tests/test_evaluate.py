@@ -211,7 +211,12 @@ def test_the_evaluate_api(engine, csv_file: Path) -> None:
             other.predict("", None, sliced["run"], 60, api_name="/evaluate")
         mine = client.predict("", None, sliced["run"], 0, api_name="/evaluate")  # the owner's run was not touched
         assert mine["run"] == sliced["run"] and mine["answered"] > sliced["answered"]  # and it goes on
-        done = other.predict("context,question\nParis is in France.,Where?", None, "", 60, api_name="/evaluate")
+        one_row = "context,question\nParis is in France.,Where?"
+        with pytest.raises(Exception, match="Your other run is still going, in another tab or another API session"):
+            other.predict(one_row, None, "", 60, api_name="/evaluate")  # one run per visitor: the same address
+        while not mine["done"]:
+            mine = client.predict("", None, sliced["run"], 60, api_name="/evaluate")
+        done = other.predict(one_row, None, "", 60, api_name="/evaluate")  # the visitor's run ended: theirs starts
         assert done["done"] and done["questions"] == 1 and done["scores"][0]["f1"] is None
 
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 import pytest
-from app_helpers import CONTEXT, QUESTION, tiny_engine
+from app_helpers import CONTEXT, QUESTION, SlowRun, tiny_engine
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -38,34 +38,6 @@ HOSTILE_FILES = {  # what each bad file is told, in a few words of its one sente
     "a lone surrogate": (f"context,question\nParis {LONE},Where?\n", "lone surrogate"),
     "an answers cell nested deep": ('context,question,answers\nParis,Where?,"' + "[" * 100_000 + '"\n', "nested"),
 }
-
-
-class SlowRun:
-    """An evaluation that takes many chunks (the tiny models finish a real one in one): only what /evaluate and
-    the tab read."""
-
-    def __init__(self, engine, questions, names, *, max_seconds=None, data_bytes=None, total: int = 6) -> None:
-        self.questions, self.total, self.position, self.seconds, self.stopped = questions, total, 0, 0.0, None
-
-    @property
-    def finished(self) -> bool:
-        return self.position >= self.total or self.stopped is not None
-
-    def step(self) -> bool:
-        self.position, self.seconds = self.position + 1, self.seconds + 0.5
-        return not self.finished
-
-    def record(self) -> SimpleNamespace:
-        return SimpleNamespace(to_dict=lambda: {"answered": self.position})
-
-    def scores(self, record) -> list:
-        return []
-
-    def answers(self) -> dict:
-        return {"baseline": {"row-2": "Paris"}}
-
-    def stop(self, why: str = "stopped") -> None:
-        self.stopped = why
 
 
 @pytest.fixture(scope="module")

@@ -48,10 +48,10 @@ def test_while_the_variants_build_the_apis_list_the_ones_not_ready_as_pending(
 
     gate, build = threading.Event(), engine._builder.build
 
-    def slow_build(spec, progress):  # the pruned variant's build waits for the gate
+    def slow_build(spec, *args, **kwargs):  # the pruned variant's build waits for the gate
         if spec.name == "pruned":
             assert gate.wait(120), "the test never opened the gate"
-        return build(spec, progress)
+        return build(spec, *args, **kwargs)
 
     engine._builder.build = slow_build
     thread = engine.build_in_background()

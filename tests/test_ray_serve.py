@@ -32,6 +32,7 @@ from variants.core import config  # noqa: E402
 from variants.core import spec as specs  # noqa: E402
 from variants.serving import ray_serve  # noqa: E402
 from variants.serving.engine import load_engine  # noqa: E402
+from variants.serving.guard import MAX_WAITING  # noqa: E402
 from variants.serving.remote import AnswerClient, RemoteError  # noqa: E402
 from variants.serving.remote_engine import remote_engine  # noqa: E402
 
@@ -140,6 +141,10 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     # The same response as the in-process route: what was timed, and timed runs when asked for (then alone)
     url = f"http://127.0.0.1:{cluster}{routes[INT8]}/v1/answer"
     (question, context), want = requests[0], expected[0]
+    # A body over the limit is refused before it is read, as on /v1 (the app's edge is in front of every route)
+    big = b'{"question": "q", "context": "' + b"a" * 2_000_000 + b'"}'
+    too_big = httpx.post(url, content=big, headers={"content-type": "application/json"}, timeout=60)
+    assert too_big.status_code == 413 and len(too_big.content) < 200, too_big.text[:200]
     served = httpx.post(url, json={"question": question, "context": context}, timeout=60).json()
     assert served["timed_runs"] == 1 and served["timing"].startswith("1 timed run")  # INT8: never in a batch
     timed = httpx.post(url, json={"question": question, "context": context, "runs": 3, "warmup": True}, timeout=60)
@@ -156,7 +161,7 @@ def test_two_replicas_answer_as_the_engine_and_survive_a_killed_replica(referenc
     assert (got.answer, got.start, got.end, got.dtype) == (want.answer, want.start, want.end, "int8")
     assert len(got.latency_runs) == 3 and got.latency_min_ms <= got.latency_ms <= got.latency_max_ms
     assert results["baseline"].error.startswith(f"Not served at http://127.0.0.1:{cluster}/baseline")
-    html = cards_html(engine, ["baseline", INT8], results, context)
+    html = cards_html(engine.snapshot(results), ["baseline", INT8], context)
     assert f"Answered by Ray Serve at http://127.0.0.1:{cluster}/{INT8}" in html
     assert "8-bit integers" in html
     engine.close()
@@ -237,6 +242,10 @@ def test_rayservice_manifests_have_head_cpu_and_gpu_workers() -> None:
     fp16 = apps["pruned-onnx-opt-fp16"]
     share = fp16["deployments"][0]["ray_actor_options"]["num_gpus"]
     assert 0 < share < 1 and fp16["args"]["device"] == "cuda", "the GPU variant's replicas share a GPU"
+
+
+def test_the_line_past_the_replicas_is_bounded_as_v1s() -> None:
+    assert ray_serve.VariantDeployment.max_queued_requests == MAX_WAITING
 
 
 def test_build_app_refuses_unknown_args() -> None:

@@ -63,7 +63,7 @@ def test_remote_engine_answers_as_the_engine_with_the_requests_threshold(backend
     pruned = remote.answer_one("pruned", QUESTION, CONTEXT)
     assert pruned.error == f"Not served at {url}/pruned: start it with python -m variants serve --ray --variants pruned"
     results = {r.variant: r for r in remote.ask(QUESTION, CONTEXT)}
-    html = cards_html(remote, ["baseline", "pruned"], results, CONTEXT)
+    html = cards_html(remote.snapshot(results), ["baseline", "pruned"], CONTEXT)
     assert f"Answered by Ray Serve at {url}/baseline" in html and "This variant failed" in html
     with pytest.raises(RuntimeError, match="runs models in this process"):
         remote.answer_pairs("baseline", [(QUESTION, CONTEXT)])

@@ -147,15 +147,15 @@ def test_bench_measures_only_the_latency_of_random_weights(replica_engine, repli
 
 def test_cards_say_random_weights_and_show_no_confidence(replica_engine) -> None:
     results = {r.variant: r for r in replica_engine.ask(QUESTION, CONTEXT, repeats=2)}
-    for loaded in replica_engine.loaded:
-        assert LATENCY_ONLY in card_html(loaded)  # before any question too
-        html = card_html(loaded, results[loaded.spec.name], CONTEXT, "done", results["baseline"])
+    for view in replica_engine.snapshot().loaded:
+        assert LATENCY_ONLY in card_html(view)  # before any question too
+        html = card_html(view, results[view.name], CONTEXT, "done", results["baseline"])
         assert html.count(LATENCY_ONLY) == 1 and "answer not shown" in html
         assert "<mark>" not in html and "<span>confidence</span>" not in html and "Best guess" not in html
         assert "no confidence: random weights" in html and "ms</b>" in html  # the latency stays
-    summary = summary_html(replica_engine, list(results), results, running=False)
+    summary = summary_html(replica_engine.snapshot(results), list(results), running=False)
     assert "not compared" in summary and "match the baseline" not in summary
-    bars = latency_figure(replica_engine, list(results), results).data[0]
+    bars = latency_figure(replica_engine.snapshot(results), list(results)).data[0]
     assert len(bars.x) == 2 and all("random weights" in label for label in bars.y)
 
 

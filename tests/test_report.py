@@ -137,10 +137,14 @@ def test_same_answer_at_far_apart_confidences_says_they_are_not_comparable(engin
     by_name = {r.variant: r for r in engine.ask(QUESTION, CONTEXT)}
     base = dataclasses.replace(by_name["baseline"], answer="the courts", score=0.089)
     int8 = dataclasses.replace(by_name["pruned-onnx-opt-int8"], answer="The courts ", score=0.41)
-    card = card_html(engine.variants["pruned-onnx-opt-int8"], int8, CONTEXT, "done", base)
+    card = card_html(engine.snapshot().view("pruned-onnx-opt-int8"), int8, CONTEXT, "done", base)
     assert "at 41% confidence against the baseline's 8.9%" in card and "own scale of confidence" in card
     assert "never exceeds 100%" in card  # the tooltip: a probability, within one window
     close = dataclasses.replace(int8, score=0.12)
-    assert "qa-confidence-note" not in card_html(engine.variants["pruned-onnx-opt-int8"], close, CONTEXT, "done", base)
+    assert "qa-confidence-note" not in card_html(
+        engine.snapshot().view("pruned-onnx-opt-int8"), close, CONTEXT, "done", base
+    )
     other = dataclasses.replace(int8, answer="Paris")
-    assert "qa-confidence-note" not in card_html(engine.variants["pruned-onnx-opt-int8"], other, CONTEXT, "done", base)
+    assert "qa-confidence-note" not in card_html(
+        engine.snapshot().view("pruned-onnx-opt-int8"), other, CONTEXT, "done", base
+    )

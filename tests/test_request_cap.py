@@ -54,7 +54,7 @@ def test_a_variant_whose_first_run_would_end_past_the_cap_is_skipped_before_it_s
     assert "shorter passage" in base.error  # it would not fit even alone: leaving the others out cannot help
     assert not pruned.skipped and pruned.error is None and pruned.answer and "pruned" in calls
     assert engine._paces["pruned"].ms_per_window > 0  # its pace from this question's first run, for the next prediction
-    card = card_html(engine.variants["baseline"], base, CONTEXT, "done")
+    card = card_html(engine.snapshot().view("baseline"), base, CONTEXT, "done")
     assert "Skipped: its answer" in card and "This variant failed" not in card
 
 

@@ -116,10 +116,10 @@ def gated(engine, name: str) -> threading.Event:
     gate = threading.Event()
     build = engine._builder.build
 
-    def slow_build(spec, progress):
+    def slow_build(spec, progress, **kw):
         if spec.name == name:
             assert gate.wait(120), "the test never opened the gate"
-        return build(spec, progress)
+        return build(spec, progress, **kw)
 
     engine._builder.build = slow_build
     return gate
@@ -139,10 +139,10 @@ def test_variants_join_as_they_build_and_a_failed_one_leaves_the_others_serving(
     snap = engine.status.snapshot()
     assert snap.state("baseline").state == READY and not snap.done
     assert [v.spec.name for v in engine.loaded] == ["baseline"]  # the ready ones, as before the build ran apart
-    cards = cards_html(engine, ["baseline", "pruned", "pruned-onnx-opt-int8"], {}, "")
+    cards = cards_html(engine.snapshot(), ["baseline", "pruned", "pruned-onnx-opt-int8"], "")
     assert 'data-variant="baseline" data-state="idle"' in cards
     assert 'data-variant="pruned" data-state="building"' in cards and "building: compact" in cards
-    assert "Building the variants: 1 of 3 ready" in header_html(engine)
+    assert "Building the variants: 1 of 3 ready" in header_html(engine.snapshot())
 
     *_, (answered, summary, _chart, _last) = make_ask(engine)(CONTEXT, QUESTION, [])
     assert 'data-variant="baseline" data-state="done"' in answered and "Still building: Pruned" in summary
@@ -153,9 +153,9 @@ def test_variants_join_as_they_build_and_a_failed_one_leaves_the_others_serving(
     assert snap.done and snap.state("pruned").state == FAILED and "does not exist" in snap.state("pruned").error
     assert snap.state("pruned-onnx-opt-int8").state == FAILED  # the same missing source
     assert engine.variants["baseline"].ok and engine.variants["pruned"].error
-    header = header_html(engine)
+    header = header_html(engine.snapshot())
     assert "2 of 3 variants failed to build" in header and "the others serve" in header
-    cards = cards_html(engine, ["baseline", "pruned"], {}, "")
+    cards = cards_html(engine.snapshot(), ["baseline", "pruned"], "")
     assert 'data-variant="pruned" data-state="error"' in cards and "does not exist" in cards
 
 
@@ -172,7 +172,61 @@ def test_the_fallback_is_decided_in_the_background_and_said(tiny_qa_dir, tiny_pr
     engine.build_in_background().join(120)
     assert engine.preset == "embedded" and "madlag/" in engine.notice
     assert [v.name for v in engine.status.snapshot().variants] == ["baseline"] and engine.status.snapshot().done
-    assert "preset</b> <code>embedded</code>" in header_html(engine)
+    assert "preset</b> <code>embedded</code>" in header_html(engine.snapshot())
+    header = header_html(engine.snapshot())
+    assert engine.fallback_from == "bert-large" and "=bert-large" not in header  # the preset already asked for
+    assert "--baseline DIR" in engine.notice  # off a Space: the command line's words
+
+
+def test_after_a_fallback_on_a_space_the_advice_is_in_its_terms(tiny_qa_dir, tiny_pruned_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    for name, value in {"SPACE_ID": "someone/demo", "SYSTEM": "spaces", config.PERSIST_ENV: "0",
+                        config.PRESET_ENV: "bert-large"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.setitem(
+        specs.FAMILIES, "embedded", specs.Family("embedded", str(tiny_qa_dir), str(tiny_pruned_dir), "tiny stand-in")
+    )
+    engine = prepare_engine("bert-large", "cpu", cache_dir=tmp_path / "cache", settings=TINY_SETTINGS,
+                            names=["baseline"])  # fmt: skip
+    engine.build_in_background().join(120)
+    assert engine.preset == "embedded"
+    assert "Settings → Variables and secrets" in engine.notice and "VARIANTS_BASELINE" in engine.notice
+    assert "--baseline" not in engine.notice and "--pruned" not in engine.notice
+    assert "Another preset" not in header_html(engine.snapshot())  # VARIANTS_PRESET=bert-large is what is set already
+
+
+def test_the_header_names_the_other_preset_in_the_hosts_terms(monkeypatch) -> None:
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from ui.startup import preset_hint  # noqa: PLC0415
+
+    for name in ("SPACE_ID", "SYSTEM", config.PRESET_ENV):
+        monkeypatch.delenv(name, raising=False)
+    engine = SimpleNamespace(preset="embedded", fallback_from="")
+    assert "<code>--preset bert-large</code> or <code>VARIANTS_PRESET=bert-large</code>" in preset_hint(engine)
+    monkeypatch.setenv("SPACE_ID", "someone/demo")
+    assert "a variable in the Space's Settings → Variables and secrets" in preset_hint(engine)
+    assert "--preset" not in preset_hint(engine)
+
+
+def test_a_warm_start_says_what_came_from_the_cache() -> None:
+    from variants.serving.build_status import fetch_words  # noqa: PLC0415
+
+    lines: list[str] = []
+    status = BuildStatus(specs.preset("embedded", "cpu"), "embedded", log=lines.append, clock=Clock())
+    status.begin()
+    status.step_over("pruned-onnx", "export", True, 0.07)
+    status.step_over("pruned-onnx-opt", "optimize", False, 9.24)
+    assert lines == [
+        "[   0.0 s] pruned-onnx: export to ONNX: from the cache (0.1 s)",
+        "[   0.0 s] pruned-onnx-opt: optimize the ONNX graph: built (9.2 s)",
+    ]
+    assert fetch_words("replica:bert-large") == "Making replica:bert-large's random weights here (no download)"
+    assert "from the cache" in fetch_words("replica:bert-large", cached=True)
+    assert fetch_words("madlag/x", cached=True) == "Reading madlag/x from the Hub cache (no download)"
+    assert fetch_words("madlag/x") == "Downloading madlag/x"
 
 
 # --- the app opens before the build ends ------------------------------------------------------------------
@@ -188,10 +242,10 @@ gate = Path(sys.argv[1])
 build = VariantBuilder.build
 
 
-def slow_build(self, spec, progress):
+def slow_build(self, spec, progress, **kw):
     while not gate.exists():
         time.sleep(0.05)
-    return build(self, spec, progress)
+    return build(self, spec, progress, **kw)
 
 
 VariantBuilder.build = slow_build
@@ -237,25 +291,57 @@ def test_the_port_answers_before_the_build_ends(tiny_qa_dir: Path, tmp_path: Pat
 
 def test_the_persistent_folder_is_the_spaces_storage_or_the_one_named(tmp_path: Path, monkeypatch) -> None:
     storage = tmp_path / "data"
-    assert config.persistent_dir({}, storage) is None  # no /data: nothing kept
+    space = {"SPACE_ID": "someone/demo", "SYSTEM": "spaces"}
+    assert config.persistent_dir(space, storage) is None  # a Space without persistent storage: nothing kept
     storage.mkdir()
-    assert config.persistent_dir({}, storage) == storage
+    assert config.persistent_dir(space, storage) == storage
+    assert config.persistent_dir({"SYSTEM": "spaces"}, storage) == storage
+    assert config.persistent_dir({}, storage) is None  # a writable /data elsewhere is someone else's: left alone
     named = tmp_path / "mine"
-    assert config.persistent_dir({config.PERSIST_ENV: str(named)}, storage) == named
-    assert config.persistent_dir({config.PERSIST_ENV: "0"}, storage) is None
+    assert config.persistent_dir({config.PERSIST_ENV: str(named)}, storage) == named  # named: on any machine
+    assert config.persistent_dir({**space, config.PERSIST_ENV: "0"}, storage) is None
     if os.geteuid() != 0:  # root writes anywhere
         storage.chmod(0o500)
-        assert config.persistent_dir({}, storage) is None
+        assert config.persistent_dir(space, storage) is None
         storage.chmod(0o700)
 
-    monkeypatch.setattr(config, "SPACE_STORAGE", storage)
+    stand_in = {**space, config.SPACE_STORAGE_ENV: str(storage)}
+    assert config.space_storage({}) == Path("/data") and config.space_storage(stand_in) == storage
+    assert config.persistent_dir(stand_in) == storage
     monkeypatch.delenv(config.PERSIST_ENV, raising=False)
     monkeypatch.delenv(config.CACHE_DIR_ENV, raising=False)
+    for name, value in stand_in.items():
+        monkeypatch.setenv(name, value)
     assert config.cache_dir() == storage / "qa-variants"
-    assert config.hub_cache({}) == storage / "huggingface" / "hub"
-    assert config.hub_cache({"HF_HOME": "/somewhere"}) is None  # the host's own choice wins
     monkeypatch.setenv(config.CACHE_DIR_ENV, str(tmp_path / "cache"))
     assert config.cache_dir() == tmp_path / "cache"
+
+
+def test_the_hub_download_joins_the_artifacts_unless_the_host_chose_a_place(tmp_path: Path) -> None:
+    home, storage = tmp_path / "home", tmp_path / "data"
+    storage.mkdir()
+    space = {"SPACE_ID": "someone/demo", "SYSTEM": "spaces", "HOME": str(home), config.SPACE_STORAGE_ENV: str(storage)}
+    kept = storage / ".huggingface" / "hub"
+    assert config.hub_cache(space) == kept
+    # a Space image's HF_HOME is huggingface_hub's default in the home folder: ephemeral, not a choice
+    assert config.hub_cache({**space, "HF_HOME": str(home / ".cache" / "huggingface")}) == kept
+    assert config.hub_cache({**space, "HF_HOME": str(home / ".cache" / "huggingface") + "/"}) == kept
+    assert config.hub_cache({**space, "HF_HUB_CACHE": str(home / ".cache" / "huggingface" / "hub")}) == kept
+    xdg = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HF_HOME": str(tmp_path / "xdg" / "huggingface")}
+    assert config.hub_cache({**space, **xdg}) == kept
+    # anything else is the host's choice and wins, as does Hugging Face's own advice, HF_HOME=/data/.huggingface
+    assert config.hub_cache({**space, "HF_HOME": str(tmp_path / "elsewhere")}) is None
+    assert config.hub_cache({**space, "HF_HUB_CACHE": str(tmp_path / "hub")}) is None
+    assert config.hub_cache({**space, "HF_HOME": str(storage / ".huggingface")}) is None
+    off_space = {k: v for k, v in space.items() if k not in ("SPACE_ID", "SYSTEM")}
+    assert config.hub_cache(off_space) is None  # no persistent folder: huggingface_hub's own place
+
+
+def test_the_spaces_page_comes_from_its_variables() -> None:
+    assert config.space_page({"SPACE_ID": "someone/demo"}) == "https://huggingface.co/spaces/someone/demo"
+    names = {"SPACE_AUTHOR_NAME": "someone", "SPACE_REPO_NAME": "demo"}
+    assert config.space_page(names) == "https://huggingface.co/spaces/someone/demo"
+    assert config.space_page({}) is None and config.space_page({"SPACE_ID": "no-owner"}) is None
 
 
 def test_cache_dir_covers_the_replicas_model_folders(tmp_path: Path, monkeypatch) -> None:

@@ -169,7 +169,7 @@ def test_the_budget_bounds_the_call_and_the_slowest_give_up_first(engine, monkey
     assert calls.count(slow) == cut.timed_runs + 1
     assert all(results[n].timed_runs >= cut.timed_runs for n in HEADLINE)  # the fast ones kept theirs longer
     assert "5 asked, but the next would have ended past the 3 s time budget the variants share" in cut.timing
-    card = card_html(engine.variants[slow], cut, CONTEXT, "done", cut)
+    card = card_html(engine.snapshot().view(slow), cut, CONTEXT, "done", cut)
     assert (
         "the 3 s time budget the variants share" in html.unescape(card) and "takes longer per run" not in card
     )  # the old, wrong reason
@@ -185,7 +185,7 @@ def test_a_long_first_run_is_timed_not_repeated_as_a_warm_up(engine, monkeypatch
     assert results[slow].first_timed and results[slow].timed_runs == 2 and calls.count(slow) == 2
     assert "the first without a warm-up" in results[slow].timing
     assert "the first without a warm-up" in html.unescape(
-        card_html(engine.variants[slow], results[slow], CONTEXT, "done", results["baseline"])
+        card_html(engine.snapshot().view(slow), results[slow], CONTEXT, "done", results["baseline"])
     )
     assert not results["baseline"].first_timed and calls.count("baseline") > 2  # warm-up and settle runs
 
@@ -196,10 +196,10 @@ def test_a_spent_budget_leaves_each_variant_one_answer_timed_by_its_first_run(en
     assert sorted(calls) == sorted(HEADLINE)  # one run each: the answer, which times it too
     assert all(r.timed_runs == 1 and r.first_timed and r.budget_cut and r.answer for r in results)
     assert all(r.timing.startswith("1 timed run, its first run, not warmed up; 5 asked") for r in results)
-    card = html.unescape(card_html(engine.variants["pruned"], results[1], CONTEXT, "done", results[0]))
+    card = html.unescape(card_html(engine.snapshot().view("pruned"), results[1], CONTEXT, "done", results[0]))
     assert "1 timed run, its first run, not warmed up; 5 asked, but the next would have ended past" in card
     assert "one run" in card and "takes longer per run" not in card
-    text = html.unescape(summary_html(engine, HEADLINE, {r.variant: r for r in results}, running=False))
+    text = html.unescape(summary_html(engine.snapshot({r.variant: r for r in results}), HEADLINE, running=False))
     assert (
         "each from its first run (no warm-up); fewer than the 5 asked for every variant, as the 1e-06 s time " in text
     )
@@ -288,8 +288,8 @@ def result(name: str, ms: float, answer: str = "paris", base_ms: float = 10.0, m
 
 def test_card_and_chart_show_the_same_ratio(engine) -> None:
     results = {"baseline": result("baseline", 10.0), "pruned": result("pruned", 10.5)}
-    card = card_html(engine.variants["pruned"], results["pruned"], CONTEXT, "done", results["baseline"])
-    bars = latency_figure(engine, ["baseline", "pruned"], results).data[0].y
+    card = card_html(engine.snapshot().view("pruned"), results["pruned"], CONTEXT, "done", results["baseline"])
+    bars = latency_figure(engine.snapshot(results), ["baseline", "pruned"]).data[0].y
     assert "<b>0.95×</b><span>the baseline&#x27;s speed: slower</span>" in card and "0.95×" in bars[1]
     assert "slower than baseline" not in card and "model size · same size" in card and "1.0× smaller" not in card
 
@@ -300,23 +300,23 @@ def test_summary_crowns_only_a_variant_that_answered_and_says_when_the_baseline_
         "pruned": result("pruned", 5.0),
         "pruned-onnx-opt-int8": result("pruned-onnx-opt-int8", 2.0, answer=""),
     }
-    text = html.unescape(summary_html(engine, HEADLINE, results, running=False))
+    text = html.unescape(summary_html(engine.snapshot(results), HEADLINE, running=False))
     assert "Fastest of the variants that answered: <b>Pruned</b>" in text and "2.00× faster" in text
     assert "INT8" not in text.split("<br>")[0]  # it said "no answer": not crowned, though faster
     assert "(the baseline said “no answer” to this question)" in text
     silent = {name: result(name, ms, answer="") for name, ms in (("baseline", 10.0), ("pruned", 5.0))}
-    text = html.unescape(summary_html(engine, HEADLINE, silent, running=False))
+    text = html.unescape(summary_html(engine.snapshot(silent), HEADLINE, running=False))
     assert "Fastest to say “no answer”: <b>Pruned</b>" in text and "No variant answered" in text
 
 
 def test_summary_while_timing_and_with_k(engine) -> None:
     pending = {n: VariantResult(n, n, answer="paris", pending=True, runs_asked=5) for n in HEADLINE}
-    assert "round 1 of at most 5" in summary_html(engine, HEADLINE, pending, running=True)
+    assert "round 1 of at most 5" in summary_html(engine.snapshot(pending), HEADLINE, running=True)
     done = {n: result(n, ms) for n, ms in zip(HEADLINE, (10.0, 5.0, 2.0), strict=True)}
     for r, k in zip(done.values(), (3, 5, 5), strict=True):
         r.timed_runs, r.runs_asked, r.budget_s, r.budget_cut = k, 5, 10.0, k < 5
         r.timing = TimingRule(runs=5, budget_s=10).describe(k, gave_up=k < 5)
-    text = html.unescape(summary_html(engine, HEADLINE, done, running=False))
+    text = html.unescape(summary_html(engine.snapshot(done), HEADLINE, running=False))
     assert (
         "Latency: 3–5 timed runs each, in turns, the fastest first, after one untimed warm-up run; fewer than the "
         in text

@@ -78,7 +78,7 @@ def test_a_variant_keeps_its_colour_and_marker_in_every_plot(engine, record) -> 
         for i, v in enumerate(engine.loaded)
     }
     names = list(results)
-    bars = latency_figure(engine, names, results).data[0]
+    bars = latency_figure(engine.snapshot(results), names).data[0]
     scatter = [t for t in accuracy_figure(record_frame(record), no_answer_floor(record), "view").data if t.name]
     sweep = seq_len_figure(record).data
     labels = {v.variant: v for v in record.variants}
@@ -243,7 +243,7 @@ def test_a_record_is_named_by_when_and_how_many_first(record) -> None:
 
 def test_latency_bars_show_the_spread(engine) -> None:
     base = VariantResult("baseline", "Baseline", answer="x", latency_ms=10.0, latency_min_ms=9.0, latency_max_ms=13.0)
-    fig = latency_figure(engine, ["baseline"], {"baseline": base})
+    fig = latency_figure(engine.snapshot({"baseline": base}), ["baseline"])
     assert list(fig.data[0].error_x.array) == [3.0] and list(fig.data[0].error_x.arrayminus) == [1.0]
 
 
@@ -267,7 +267,7 @@ def test_the_chart_titles_fit_a_phone(engine, record) -> None:
         accuracy_figure(record_frame(record), no_answer_floor(record), "view"),
         accuracy_figure(record_frame(record), None, "view", y="has_ans_f1"),
         seq_len_figure(record),
-        latency_figure(engine, [], {}),  # the Ask tab's
+        latency_figure(engine.snapshot(), []),  # the Ask tab's
     )
     for fig in figures:
         lines = [*fig.layout.title.text.split("<br>"), fig.layout.xaxis.title.text, fig.layout.yaxis.title.text]

@@ -1,6 +1,7 @@
 """The Ask tab: examples, the handlers (closures over the engine, callable without a server), and its layout."""
 
 import functools
+import inspect
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -12,10 +13,11 @@ import gradio as gr
 from variants.answering.qa import InputError, parse_null_threshold
 from variants.answering.timing import DEFAULT_BUDGET_S, DEFAULT_RUNS
 from variants.building import custom
+from variants.core import config
 from variants.core.spec import short_label
 from variants.core.squad import load_squad_json
 from variants.serving.engine import Engine
-from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule
+from variants.serving.guard import MAX_RUNS, ModelLine, Refused, request_rule, visitor
 from variants.serving.outcome import VariantResult
 
 from . import SAMPLE_FILE
@@ -95,6 +97,7 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         runs: float = DEFAULT_RUNS,
         leave_out: list[str] | None = None,
         last: dict | None = None,
+        request: gr.Request = None,
     ) -> Iterator[tuple]:
         try:
             engine.check_input(question, context)
@@ -107,33 +110,36 @@ def make_ask(engine: Engine, line: ModelLine | None = None) -> Callable[..., Ite
         if not ready:
             raise refused("No variant is ready yet: the top of the page shows the build; ask again in a moment.", "Ask")
         results: dict[str, VariantResult] = {}
-        coming = coming_html(engine, names)
+        snap = engine.snapshot()
+        coming = coming_html(snap, names)
         yield (
-            cards_html(engine, names, results, context, running=True),
-            summary_html(engine, ready, results, running=True) + coming,
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context, running=True),
+            summary_html(snap, ready, running=True) + coming,
+            latency_figure(snap, names),
             last,
         )
         timing = request_rule(int(runs), DEFAULT_BUDGET_S)  # the slider stays inside the cap; a crafted call too
         try:
             threshold = null_threshold(rule, margin)
-            with line.turn(claim=True) if line else nullcontext():
+            with line.turn(claim=True, visitor=visitor(request)) if line else nullcontext():
                 for progress in engine.ask_stream(question, context, ready, rule=timing, null_threshold=threshold):
                     results = progress.results
                     if progress.phase == "done":
                         break
+                    snap = engine.snapshot(results)
                     yield (
-                        cards_html(engine, names, results, context, running=True),
-                        summary_html(engine, ready, results, running=True) + coming,
-                        latency_figure(engine, names, results),
+                        cards_html(snap, names, context, running=True),
+                        summary_html(snap, ready, running=True) + coming,
+                        latency_figure(snap, names),
                         last,
                     )
         except (InputError, Refused) as exc:  # e.g. a question too long for the model's window; a full line
             raise refused(str(exc), "Ask") from None
+        snap = engine.snapshot(results)
         yield (
-            cards_html(engine, names, results, context),
-            summary_html(engine, ready, results, running=False) + coming_html(engine, names),
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context),
+            summary_html(snap, ready, running=False) + coming_html(snap, names),
+            latency_figure(snap, names),
             {"context": context, "results": results},
         )
 
@@ -146,10 +152,18 @@ def make_validator(engine: Engine, line: ModelLine | None = None) -> Callable[..
     under the question box, with how long to wait (gradio's own "queue full" says neither)."""
 
     def validate(
-        context: str, question: str, extra=None, rule=None, margin=None, runs=None, leave_out=None, *rest
+        context: str,
+        question: str,
+        extra=None,
+        rule=None,
+        margin=None,
+        runs=None,
+        leave_out=None,
+        last=None,
+        request: gr.Request = None,
     ) -> list[dict]:
-        # the Ask handler's inputs, in its order (then ``last``): one validation result for each
-        controls = [extra, rule, margin, runs, leave_out, *rest]
+        # the Ask handler's inputs, in its order: one validation result for each (the request is gradio's)
+        controls = [extra, rule, margin, runs, leave_out, last]
         fine = gr.validate(True, "")
         try:
             engine.check_input(question, context)
@@ -166,7 +180,7 @@ def make_validator(engine: Engine, line: ModelLine | None = None) -> Callable[..
             return [fine, fine, *[left_out if i == 4 else fine for i in range(len(controls))]]
         try:
             if line is not None:
-                line.reserve()
+                line.reserve(visitor(request))
         except Refused as exc:
             log_refusal(str(exc), "Ask")
             return [fine, gr.validate(False, str(exc)), *[fine] * len(controls)]
@@ -182,10 +196,11 @@ def make_reselect(engine: Engine) -> Callable[..., tuple]:
         names = selected_names(engine, extra, leave_out)
         results = {k: v for k, v in (last or {}).get("results", {}).items() if k in names}
         context = (last or {}).get("context", "")
+        snap = engine.snapshot(results)
         return (
-            cards_html(engine, names, results, context),
-            summary_html(engine, names, results, running=False) + coming_html(engine, names),
-            latency_figure(engine, names, results),
+            cards_html(snap, names, context),
+            summary_html(snap, names, running=False) + coming_html(snap, names),
+            latency_figure(snap, names),
         )
 
     return reselect
@@ -201,6 +216,7 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
         null_threshold: float | str | None = None,
         runs: int = DEFAULT_RUNS,
         budget_s: float | None = DEFAULT_BUDGET_S,
+        request: gr.Request = None,
     ) -> list[dict]:
         """Answer `question` from `context` with every variant of the app's preset, timed as the Ask tab times
         them (a Hub model a visitor loaded on the page is theirs and is left out).
@@ -246,8 +262,9 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
 
     @functools.wraps(answer)  # gradio reads the API's parameters from the wrapped function
     async def answer_in_line(*args, **kwargs) -> list[dict]:
+        request = inspect.signature(answer).bind_partial(*args, **kwargs).arguments.get("request")
         try:
-            return await line.run(functools.partial(answer, *args, **kwargs))
+            return await line.run(functools.partial(answer, *args, **kwargs), visitor=visitor(request))
         except Refused as exc:
             raise refused(str(exc), "/answer") from None
 
@@ -402,12 +419,14 @@ def ask_tab(
                     )
                     load = gr.Button("Load it as an extra variant")
                     custom_status = html_block("", elem_id="custom-status")
-    summary = html_block(summary_html(engine, headline, {}, running=False), elem_id="qa-summary")
-    cards = html_block(cards_html(engine, headline, {}, ""), css=CARD_CSS, elem_id="qa-cards")
+    snap = engine.snapshot()
+    summary = html_block(summary_html(snap, headline, running=False), elem_id="qa-summary")
+    cards = html_block(cards_html(snap, headline, ""), css=CARD_CSS, elem_id="qa-cards")
     # hidden until the first question: an empty chart is a white box
-    chart = gr.Plot(latency_figure(engine, headline, {}), show_label=False, elem_id="latency-chart", visible=False)
+    chart = gr.Plot(latency_figure(snap, headline), show_label=False, elem_id="latency-chart", visible=False)
     if page is not None:
-        share_controls(engine, page, context, question, extra, leave_out, rule, margin)
+        share_controls(engine, page, context, question, extra, leave_out, rule, margin,
+                       asked=[submit.click, question.submit], space_page=config.space_page())  # fmt: skip
     live_region([submit.click, question.submit])
     inputs = [context, question, extra, rule, margin, runs, leave_out, last]
     asked = gr.on(

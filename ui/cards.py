@@ -1,11 +1,12 @@
-"""The Ask tab's cards and summary line: pure functions of the loaded variants and their results."""
+"""The Ask tab's cards and summary line: pure functions of a snapshot of the variants and their results
+(:class:`~variants.serving.snapshot.Snapshot`), drawn without an engine."""
 
 from variants.answering.timing import same_size, size_ratio
 from variants.building import custom
 from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
-from variants.serving.engine import Engine, LoadedVariant
 from variants.serving.outcome import VariantResult, busy_words
+from variants.serving.snapshot import Snapshot, VariantView
 
 from .startup import building_card_html
 from .text import SNIPPET_RADIUS, esc, fmt_confidence, fmt_mb, fmt_ms, fmt_params, fmt_speedup, highlight, runtime_line
@@ -96,26 +97,25 @@ def size_words(baseline: VariantResult | None, result: VariantResult) -> str:
 
 
 def card_html(
-    loaded: LoadedVariant,
+    view: VariantView,
     result: VariantResult | None = None,
     context: str = "",
     state: str = "idle",
     baseline: VariantResult | None = None,
 ) -> str:
     """One variant's card. ``state``: idle (nothing asked yet), running, done, stale (not run for this question)."""
-    spec = loaded.spec
-    info = loaded.model.describe() if loaded.ok else {}
-    error = (result.error if result else None) or loaded.error
+    info = view.info
+    error = (result.error if result else None) or view.error
     if error:
         state = "error"
-    classes = f"qa-card qa-{state}" + (" qa-headline" if spec.headline else "")
-    role, role_tip = ROLES.get(spec.name, ROLES["headline" if spec.headline else "step"])
+    classes = f"qa-card qa-{state}" + (" qa-headline" if view.headline else "")
+    role, role_tip = ROLES.get(view.name, ROLES["headline" if view.headline else "step"])
     head = (
-        f'<div class="qa-head"><span class="qa-title" title="{esc(spec.description or spec.label)}">'
-        f"{esc(short_label(spec.name, spec.label))}</span>"
+        f'<div class="qa-head"><span class="qa-title" title="{esc(view.description or view.label)}">'
+        f"{esc(short_label(view.name, view.label))}</span>"
         f'<span class="qa-role" title="{esc(role_tip)}">{esc(role)}</span></div>'
     )
-    if spec.latency_only:
+    if view.latency_only:
         head += f'<div class="qa-latency-only" title="{esc(LATENCY_ONLY_TIP)}">{esc(LATENCY_ONLY)}</div>'
     if state == "error":
         failed = "" if result is not None and result.skipped else "<b>This variant failed.</b> "  # says "Skipped:"
@@ -140,7 +140,7 @@ def card_html(
     foot = f'<div class="qa-runtime" title="{esc(runtime)}">{esc(plain)}</div>' if runtime else ""
     notes = "".join(f'<div class="qa-note">{esc(n)}</div>' for n in info.get("notes", []))
     return (
-        f'<div class="{classes}" data-variant="{esc(spec.name)}" data-state="{esc(state)}">'
+        f'<div class="{classes}" data-variant="{esc(view.name)}" data-state="{esc(state)}">'
         f"{head}{body}{foot}{notes}</div>"
     )
 
@@ -263,36 +263,34 @@ def _static_metrics(info: dict) -> str:
     )
 
 
-def cards_html(
-    engine: Engine, names: list[str], results: dict[str, VariantResult], context: str, running: bool = False
-) -> str:
+def cards_html(snap: Snapshot, names: list[str], context: str, running: bool = False) -> str:
     """The grid of cards for ``names`` (in chain order), each in the state its result says: done, timing
     (answered, still being timed), running, stale (not run for this question) or idle."""
+    results = snap.results
     baseline = results.get("baseline")
     cards = []
-    building = engine.status.snapshot()
-    for spec in engine.specs:  # in chain order, built or not
-        name = spec.name
+    for view in snap.variants:  # in chain order, built or not
+        name = view.name
         if name not in names:
             continue
-        loaded = engine.variants.get(name)
-        if loaded is None:  # still building: where its build stands
-            cards.append(building_card_html(spec, building.state(name)))
+        if not view.loaded:  # still building: where its build stands
+            cards.append(building_card_html(view, view.build))
             continue
         if name in results:
             state = "timing" if results[name].pending else "done"
-            cards.append(card_html(loaded, results[name], context, state, baseline))
+            cards.append(card_html(view, results[name], context, state, baseline))
         else:
             state = "running" if running else ("stale" if results else "idle")
-            cards.append(card_html(loaded, None, context, state))
+            cards.append(card_html(view, None, context, state))
     return f'<div class="qa-cards">{"".join(cards)}</div>'
 
 
-def summary_html(engine: Engine, names: list[str], results: dict[str, VariantResult], running: bool) -> str:
+def summary_html(snap: Snapshot, names: list[str], running: bool) -> str:
     """One line a stakeholder can read: the fastest variant among those that answered, its speedup and size
     (medians), then how many variants answered and how many of those give the baseline's answer ("no answer"
     twice is not agreement), then what the timing did. Above it, the engine's notice about the input (a
     question or passage not in English); instead of a winner, that the machine was too busy to crown one."""
+    results = snap.results
     notice = next((r.notice for r in results.values() if r.notice), "")
     line = f'<div class="qa-input-notice">{esc(notice)}</div>' if notice else ""
     return line + _summary_line(names, results, running)

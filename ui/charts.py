@@ -8,8 +8,8 @@ from variants.building.replica import LATENCY_ONLY
 from variants.core.spec import short_label
 from variants.records.frontier import frontier
 from variants.records.record import Record
-from variants.serving.engine import Engine
 from variants.serving.outcome import VariantResult
+from variants.serving.snapshot import Snapshot
 
 from .palette import PEER, variant_style
 from .point_labels import fitted_range, label_lines, marker_px, place_labels
@@ -39,16 +39,12 @@ HOVER_FIELDS = {  # frame column -> what the hover box calls it
 ROW_PX = 58  # each variant's row in the latency chart: its name on one line, its bar under it
 
 
-def latency_figure(engine: Engine, names: list[str], results: dict[str, VariantResult]) -> go.Figure:
+def latency_figure(snap: Snapshot, names: list[str]) -> go.Figure:
     """Horizontal bars: each variant's median latency (chain order, baseline on top), a whisker over the
     spread of its timed runs, and its speedup; each bar in the variant's own colour. Each variant's name,
     median and speedup stand on one line above its bar, not beside it: on a phone, labels beside the bars took
     half the chart's width."""
-    rows = [
-        results[v.spec.name]
-        for v in engine.loaded
-        if v.spec.name in names and v.spec.name in results and results[v.spec.name].latency_ms
-    ]
+    rows = [v.result for v in snap.loaded if v.name in names and v.result and v.result.latency_ms]
     rows = [r for r in rows if not r.error]
     fig = go.Figure()
     if rows:

@@ -12,7 +12,6 @@ it, a few on the app at once, idle ones dropped.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -26,15 +25,16 @@ from variants.core.question_files import Limits, QuestionFileError, QuestionSet,
 from variants.core.safe_csv import NO_ANSWER
 from variants.records.results import records_to_frame
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
-from variants.serving.guard import RUN_IDLE_S, RUN_LIFE_S, ModelLine, Refused, RunBook, excerpt
+from variants.serving.guard import MAX_FILE_BYTES, RUN_IDLE_S, RUN_LIFE_S, ModelLine, Refused, RunBook, excerpt, visitor
 
 from .charts import accuracy_figure, no_answer_floor
 from .cost_view import cost_cell, costs_by_variant, price_box, usd_per_hour
 from .errors import log_refusal, refused
+from .files import new_folder
 from .styles import html_block
 from .text import esc, fmt_ms, scroll_region
 
-MAX_BYTES = 5_000_000  # a file's size
+MAX_BYTES = MAX_FILE_BYTES  # a file's size (guard.py: the routes' body limits allow for it)
 MAX_ROWS = 2_000  # questions per run
 MAX_RUN_S = 300.0  # model time per run; it stops there and shows what is done
 API_CALL_S = 2.0  # model time per /evaluate call by default: one call is one turn of the queue
@@ -224,7 +224,7 @@ def disagreements_html(run: Any | None) -> str:
 
 def downloads(run: Any, record: Any | None = None) -> tuple[str, str]:
     """The answers CSV and the run's record (JSON: the Benchmark tab shows it from its records folder)."""
-    folder = Path(tempfile.mkdtemp(prefix="questions-"))
+    folder = new_folder("questions-")
     record = record or run.record()
     json_path = record.save(folder)
     csv_path = run.write_answers_csv(folder / f"{json_path.stem}-answers.csv")
@@ -257,7 +257,7 @@ def make_handlers(
             questions, raw = read_input(engine, file, pasted)
             names = sorted(names, key=lambda n: n != "baseline")
             run = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=raw)
-            runs.start(request.session_hash or "", run)
+            runs.start(request.session_hash or "", run, visitor(request))
         except (QuestionFileError, Refused) as exc:
             log_refusal(str(exc), "Your questions")
             return status_html(None, str(exc), error=True), *(gr.skip(),) * 4
@@ -351,7 +351,7 @@ def make_evaluate_api(
         and returns its `run` id; call again with that `run` (and no data), from the same session, until `done` is
         true. A run belongs to the session that started it (a gradio client's; over plain HTTP, send the same
         `session_hash` with each call): another session's calls with its id find nothing. The app takes a few runs
-        at once, the tab's and these together, one per session; a run not called for in 2 minutes, or 15 minutes
+        at once, the tab's and these together, one per visitor; a run not called for in 2 minutes, or 15 minutes
         after it started, is dropped.
         Returns run, done, questions, answered (questions done so far), labelled, stopped, scores (per variant,
         on every question so far: f1 and exact where answers are given, agree_exact, agree_f1, answered, p50_ms,
@@ -372,7 +372,7 @@ def make_evaluate_api(
                 questions = parse_questions(data or "", "api", limits_for(engine))
                 names = variants or [v.spec.name for v in engine.loaded if v.spec.headline]
                 evaluation = start(engine, questions, names, max_seconds=MAX_RUN_S, data_bytes=(data or "").encode())
-                run = api_runs.start(owner, evaluation)
+                run = api_runs.start(owner, evaluation, visitor(request))
             except (ValueError, Refused) as exc:  # a bad file (QuestionFileError), an unknown variant, too many runs
                 raise refused(str(exc), "/evaluate") from None
         until = evaluation.seconds + seconds

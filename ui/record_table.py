@@ -3,7 +3,6 @@ was), its table (the columns each accuracy view shows, short for a phone) and it
 :mod:`ui.benchmark` lays them out with the charts and wires the tab."""
 
 import math
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from variants.records.record import ANSWERABLE, VIEW_TITLES, Record, accuracy_co
 
 from .charts import no_answer_floor
 from .cost_view import COST_COLUMNS, cost_cell
+from .files import new_folder
 from .headline import headline_html
 from .text import count, esc, fmt_params
 
@@ -280,11 +280,10 @@ def table_label(view: str) -> str:
 
 
 def write_csv(frame, record: Record, view: str = DEFAULT_VIEW) -> str | None:
-    """The record's per-variant rows as a CSV file in the temp folder (served by the download button)."""
+    """The record's per-variant rows as a CSV file in this process's temporary folder (the download button's)."""
     if frame is None or not len(frame):
         return None
-    folder = Path(tempfile.gettempdir()) / "qa-variants"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = new_folder("benchmark-")
     stamp = (record.created or time.strftime("%Y%m%dT%H%M%S")).replace(":", "").replace(" ", "_")
     path = folder / f"benchmark-{record.preset or 'preset'}-{stamp}-{view}.csv"
     safe_csv.write_frame(frame, path)  # a record's labels and names can be a visitor's text (a Hub model id)

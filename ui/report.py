@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ from . import SAMPLE_FILE
 from .ask import load_examples
 from .benchmark import benchmark_outputs
 from .cost_view import costs_by_variant
+from .files import new_folder
 from .headline import headline_html
 from .questions import chart, scores_html
 from .record_table import DEFAULT_VIEW, table_label
@@ -395,7 +395,7 @@ def questions_report(
 
 
 def write_report(html: str, name: str, folder: str | Path | None = None) -> Path:
-    folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="report-"))
+    folder = Path(folder) if folder else new_folder("report-")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"report-{name}.html"
     path.write_text(html, encoding="utf-8")

@@ -37,9 +37,16 @@ PRIVACY = (
 )
 COPY_JS = """(fragment) => {
   if (!fragment) return "";
-  const url = window.location.origin + window.location.pathname + window.location.search + fragment;
+  const page = PAGE;
+  const url = (page || window.location.origin + window.location.pathname + window.location.search) + fragment;
   if (navigator.clipboard) navigator.clipboard.writeText(url).catch(() => {});
   return url;
+}"""
+# The Hub's protocol for an app in a Space's iframe (huggingface.co/docs/hub/spaces-handle-url-parameters): a
+# message with a `hash` key to the parent page at https://huggingface.co sets that page's own address's hash.
+FOLLOW_JS = """(fragment) => {
+  if (fragment && window.parent !== window) window.parent.postMessage({hash: fragment}, "https://huggingface.co");
+  return [];
 }"""
 READ_JS = "() => [window.location.hash]"
 ASK_JS = """(flag) => {
@@ -124,9 +131,22 @@ def link_words(state: SharedAsk, fragment: str) -> str:
 # --- the Ask tab's controls -------------------------------------------------------------------------------
 
 
-def share_controls(engine: Engine, page: gr.Blocks, context, question, extra, leave_out, rule, margin) -> None:
+def copy_js(space_page: str | None) -> str:
+    """The script that makes the full link from its ``#ask=...`` part: on a Space, after the Space's page on the
+    Hub (``https://huggingface.co/spaces/OWNER/NAME``, what visitors see and share: the app runs in an iframe whose
+    own address and query string are the Hub's plumbing), elsewhere after the page's own address."""
+    return COPY_JS.replace("PAGE", json.dumps(space_page or ""))
+
+
+def share_controls(
+    engine: Engine, page: gr.Blocks, context, question, extra, leave_out, rule, margin, asked=(), space_page=None
+) -> None:
     """The button that makes the link and the box that shows it (under the cards), and the page's load event
-    that reads a link it was opened from. The Ask button must have ``elem_id="ask-submit"``."""
+    that reads a link it was opened from. The Ask button must have ``elem_id="ask-submit"``. On a Space
+    (``space_page``, :func:`variants.core.config.space_page`), the link names the Space's page, and each question
+    asked (the ``asked`` triggers) puts its ``#ask=...`` in that page's address too, as the Hub lets an app do:
+    the address bar always holds a link to the question on the screen, and the Hub hands it back to the app when
+    the page is opened."""
     steps = {v.spec.name for v in engine.loaded if not v.spec.headline}
     headline = {v.spec.name for v in engine.loaded if v.spec.headline}
     make = gr.Button("Copy a link to this question", size="sm", elem_id="share-make")
@@ -143,8 +163,20 @@ def share_controls(engine: Engine, page: gr.Blocks, context, question, extra, le
         return text, gr.Textbox(visible=True, info=link_words(shown, text))
 
     make.click(made, [context, question, extra, leave_out, rule, margin], [fragment, link], queue=False,
-               api_visibility="private").then(None, [fragment], [link], js=COPY_JS, queue=False,
+               api_visibility="private").then(None, [fragment], [link], js=copy_js(space_page), queue=False,
                                               api_visibility="private")  # fmt: skip
+    if space_page and asked:
+        followed = gr.Textbox(visible=False)  # the question asked, as a link's #ask=... part
+
+        def follow(context: str, question: str, extra: list[str], leave_out: list[str], rule: str, margin: float):
+            if not (question or "").strip():
+                return ""
+            return encode(SharedAsk(question, context or "", list(extra or []), list(leave_out or []), rule,
+                                    float(margin)))  # fmt: skip
+
+        gr.on(list(asked), follow, [context, question, extra, leave_out, rule, margin], [followed], queue=False,
+              api_visibility="private").then(None, [followed], None, js=FOLLOW_JS, queue=False,
+                                             api_visibility="private")  # fmt: skip
 
     def opened(hash_part: str) -> tuple:
         if not (hash_part or "").startswith(PREFIX):

@@ -14,6 +14,7 @@ from variants.core import spec as specs
 from variants.core.hardware import current_hardware, hardware_label
 from variants.serving.build_status import BUILDING, FAILED, READY, BuildSnapshot, VariantStatus
 from variants.serving.engine import Engine
+from variants.serving.snapshot import Snapshot, VariantView
 
 from .text import esc, notice_html
 
@@ -57,24 +58,33 @@ def seconds_words(seconds: float) -> str:
     return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
 
 
-def header_html(engine: Engine) -> str:
+def header_html(snap: Snapshot) -> str:
     """Above every tab: the model, the preset and the hardware (and for random weights, that only latency means
     anything), how to switch presets, then the build's progress while it runs."""
-    preset = engine.preset
-    model = MODELS.get(preset) or ", ".join(sorted({s.source for s in engine.specs}))
-    latency_only = any(s.latency_only for s in engine.specs)
+    preset = snap.preset
+    model = MODELS.get(preset) or ", ".join(sorted({s.source for s in snap.variants}))
+    latency_only = any(s.latency_only for s in snap.variants)
     badge = f' <span class="qa-latency-badge">{esc(LATENCY_ONLY)}</span>' if latency_only else ""
     line = (
         f"<b>Model:</b> {esc(model)}{badge} · <b>preset</b> <code>{esc(preset)}</code> · "
-        f"<b>{esc(hardware_words(engine.device))}</b>"
+        f"<b>{esc(hardware_words(snap.device))}</b>"
     )
-    other = OTHER_PRESET.get(preset)
-    if other:
-        line += (
-            f'<br><span class="qa-muted">Another preset: <code>{config.PRESET_ENV}={esc(other[0])}</code> '
-            f"({esc(other[1])}), a variable in the Space's settings.</span>"
-        )
-    return f'<div class="qa-header">{line}{build_html(engine.status.snapshot())}</div>'
+    line += preset_hint(snap)
+    return f'<div class="qa-header">{line}{build_html(snap.build)}</div>'
+
+
+def preset_hint(snap: Snapshot) -> str:
+    """The header's line on how to switch presets, in the host's terms (a Space's variables, else the option or
+    the variable); none where it would suggest the preset already asked for (set, and fallen back from)."""
+    other = OTHER_PRESET.get(snap.preset)
+    if not other or other[0] in (snap.fallback_from, config.env_text(config.PRESET_ENV)):
+        return ""
+    setting = f"<code>{config.PRESET_ENV}={esc(other[0])}</code>"
+    if config.on_space():
+        how = f"{setting} ({esc(other[1])}), a variable in the Space's Settings → Variables and secrets."
+    else:
+        how = f"<code>--preset {esc(other[0])}</code> or {setting} ({esc(other[1])})."
+    return f'<br><span class="qa-muted">Another preset: {how}</span>'
 
 
 def build_html(snap: BuildSnapshot) -> str:
@@ -127,7 +137,7 @@ def variant_line(v: VariantStatus) -> str:
     return f"· {v.label}: queued{typical}"
 
 
-def building_card_html(spec: specs.VariantSpec, state: VariantStatus | None) -> str:
+def building_card_html(spec: VariantView, state: VariantStatus | None) -> str:
     """The card of a variant still building (or failed before it could load): its name and where it stands."""
     words = variant_line(state).split(": ", 1)[-1] if state else "queued"
     kind = "error" if state is not None and state.state == FAILED else "building"
@@ -138,30 +148,30 @@ def building_card_html(spec: specs.VariantSpec, state: VariantStatus | None) -> 
     )
 
 
-def coming_html(engine: Engine, names: list[str]) -> str:
+def coming_html(snap: Snapshot, names: list[str]) -> str:
     """One line under the summary naming the chosen variants still building, or ""."""
-    snap = engine.status.snapshot()
-    coming = [v for v in snap.pending if v.name in names]
+    build = snap.build
+    coming = [v for v in build.pending if v.name in names]
     if not coming:
         return ""
     listed = ", ".join(f"{v.label} ({v.step_words() or 'queued'})" for v in coming)
-    left = snap.remaining_s()
+    left = build.remaining_s()
     when = f"; all ready in about {seconds_words(left)}" if left else ""
     said = f"Still building: {listed}{when}. Ask again when they are ready."
     return f'<div class="qa-summary qa-muted">{esc(said)}</div>'
 
 
-def notice_update(engine: Engine) -> dict:
+def notice_update(snap: Snapshot) -> dict:
     """The fallback banner: shown once the engine has a notice (the fallback is decided while it fetches)."""
-    return gr.update(value=notice_html(engine.notice, "Fallback") if engine.notice else "", visible=bool(engine.notice))
+    return gr.update(value=notice_html(snap.notice, "Fallback") if snap.notice else "", visible=bool(snap.notice))
 
 
 def make_header_refresh(engine: Engine) -> Callable[[], tuple]:
     """The ``gr.Timer`` handler for the header and the fallback banner; the timer stops once the build is over."""
 
     def refresh() -> tuple:
-        done = engine.status.snapshot().done
-        return header_html(engine), notice_update(engine), gr.Timer(active=not done)
+        snap = engine.snapshot()
+        return header_html(snap), notice_update(snap), gr.Timer(active=not snap.build.done)
 
     return refresh
 

@@ -17,6 +17,7 @@ COMMANDS = {
     "ask": ("variants.cli", "ask_main", "answer one question with every variant"),
     "build": ("variants.cli", "build_main", "build and cache every variant of a preset"),
     "bench": ("variants.benchmarking.cli", "main", "SQuAD v2 accuracy and latency records"),
+    "deploy": ("variants.deploy", "main", "upload the working tree to a Hugging Face Space (--dry-run: list it)"),
     "serve": ("variants.cli", "serve_main", "each variant a Ray Serve deployment (--ray; the serve extra)"),
     "train": ("variants.training.cli", "main", "fine-tune or prune the embedded demo family"),
     "evaluate": (

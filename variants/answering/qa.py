@@ -73,6 +73,8 @@ def calibrated_threshold(config: object) -> float:
 
 def parse_null_threshold(text: str | float) -> NullThreshold:
     """``"calibrated"`` or a number (``"0"``, ``"-4.5"``): the one reader of a threshold mode (CLI, bench, app)."""
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):  # a client's JSON object, list or true
+        raise ValueError(f"null threshold must be a number or {CALIBRATED!r}, not {type(text).__name__}")
     if isinstance(text, (int, float)):
         value = float(text)
     elif (cleaned := text.strip().lower()) == CALIBRATED:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from variants.core.versions import artifact_versions
 log = logging.getLogger("variants.building.build")
 
 Progress = Callable[[float, str], None]
+# (step, from the cache?, seconds) once an ONNX step is over: "export", "optimize", "int8" or "fp16"
+StepOver = Callable[[str, bool, float], None]
 
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer.model", "spiece.model", "vocab.json")
@@ -68,8 +71,9 @@ class VariantBuilder:
         """Drop the torch copies kept for exports (the loaded variants keep what they run)."""
         self._torch.clear()
 
-    def build(self, spec: specs.VariantSpec, progress: Progress) -> BuiltVariant:
-        """The spec's model and tokenizer, ready to answer (not yet warmed up)."""
+    def build(self, spec: specs.VariantSpec, progress: Progress, step_over: StepOver | None = None) -> BuiltVariant:
+        """The spec's model and tokenizer, ready to answer (not yet warmed up); ``step_over`` hears how each ONNX
+        step ended (found in the artifact cache or built, and its seconds)."""
         from transformers import AutoConfig  # noqa: PLC0415
 
         tokenizer = self.tokenizer(spec)
@@ -80,7 +84,7 @@ class VariantBuilder:
         if spec.backend == "torch":
             model: QAModel = TorchQAModel(self.torch_model(spec, compacted), self.device)
         else:
-            path = self.onnx_artifact(spec, tokenizer, progress)
+            path = self.onnx_artifact(spec, tokenizer, progress, step_over)
             model = OrtQAModel(path, self.device, threads=cpu_threads())
         config = AutoConfig.from_pretrained(self.source(spec).path)
         limit = min(getattr(config, "max_position_embeddings", 512), tokenizer.model_max_length)
@@ -117,7 +121,9 @@ class VariantBuilder:
             self._torch[key] = model
         return self._torch[key]
 
-    def onnx_artifact(self, spec: specs.VariantSpec, tokenizer, progress: Progress) -> Path:
+    def onnx_artifact(
+        self, spec: specs.VariantSpec, tokenizer, progress: Progress, step_over: StepOver | None = None
+    ) -> Path:
         """The cached ONNX file for ``spec``: :func:`variants.building.export.run_onnx_chain` with each step kept in
         the artifact cache, keyed by the source, the steps so far, the target and the library versions."""
 
@@ -139,7 +145,17 @@ class VariantBuilder:
                     **{k: v for step in done for k, v in export.step_options(step, for_gpu).items()},
                 }
             )
-            return cache.get_or_build(key, build)
+            built: list[bool] = []
+
+            def build_here(tmp: Path) -> None:
+                built.append(True)
+                build(tmp)
+
+            started = time.perf_counter()
+            entry = cache.get_or_build(key, build_here)
+            if step_over is not None:
+                step_over(done[-1], not built, time.perf_counter() - started)
+            return entry
 
         def export_step(tmp: Path) -> None:
             # A CPU copy: the shared torch model may already live on the GPU for another variant.

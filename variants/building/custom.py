@@ -185,19 +185,19 @@ def _fetch_config(model_id: str, revision: str) -> dict:
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError  # noqa: PLC0415
 
     try:
-        path = hf_hub_download(model_id, "config.json", revision=revision)
+        path = hf_hub_download(model_id, "config.json", revision=revision, cache_dir=config.hub_cache())
     except (EntryNotFoundError, RepositoryNotFoundError):
         raise CustomModelRefused(f"{model_id} has no readable config.json.") from None
     except OSError as exc:
         raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
     try:
         with open(path, encoding="utf-8") as f:
-            config = json.load(f)
+            parsed = json.load(f)
     except (OSError, ValueError):
         raise CustomModelRefused(f"{model_id}'s config.json is not valid JSON.") from None
-    if not isinstance(config, dict):
+    if not isinstance(parsed, dict):
         raise CustomModelRefused(f"{model_id}'s config.json is not a JSON object.")
-    return config
+    return parsed
 
 
 def _check_config(model_id: str, config: dict) -> tuple[str, str]:

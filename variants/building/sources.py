@@ -54,7 +54,15 @@ class ResolvedSource:
 
 
 def offline_message(source: str, reason: str) -> str:
-    """One sentence: the Hub cannot be reached for ``source``, and what to do instead."""
+    """One sentence: the Hub cannot be reached for ``source``, and what to do instead; on a Space in its own
+    terms (its Settings and variables: a Space takes no command-line flags)."""
+    if config.on_space():
+        return (
+            f"The model {source!r} is not in this Space's Hugging Face cache and the Hub cannot be reached "
+            f"({reason}); restart the Space once the Hub answers (Settings → Restart this Space), or name models it "
+            f"can reach in the Space's variables (Settings → Variables and secrets: {config.BASELINE_ENV}, "
+            f"{config.PRUNED_ENV})."
+        )
     return (
         f"The model {source!r} is not in the local Hugging Face cache and the Hub cannot be reached "
         f"({reason}); download it where there is network (`hf download {source} --local-dir DIR`) "

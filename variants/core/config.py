@@ -31,6 +31,11 @@ MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
+SPACE_STORAGE_ENV = "VARIANTS_SPACE_STORAGE"
+TRUSTED_PROXIES_ENV = "VARIANTS_TRUSTED_PROXIES"
+# a Space's own proxy reaches the app from the Space's private network; walking X-Forwarded-For from the right past
+# these, the first address is the one the proxy saw, so entries a client wrote itself (on the left) are never read
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0/8,::1,fc00::/7"
 
 
 ENVIRONMENT: dict[str, str] = {
@@ -44,14 +49,18 @@ ENVIRONMENT: dict[str, str] = {
     MAX_BATCH_ENV: "most requests in one batch (--max-batch)",
     MAX_CONTEXT_ENV: "longest context accepted, characters (--max-context-chars)",
     CACHE_DIR_ENV: "where built artifacts are cached (--cache-dir)",
-    PERSIST_ENV: "a folder kept across restarts for the Hub download and the built artifacts (default /data if "
-    "writable, as a Space's persistent storage; 0: none)",
+    PERSIST_ENV: "a folder kept across restarts for the Hub download and the built artifacts (default: on a Space, "
+    "its persistent storage /data when it is writable; elsewhere none; 0: none)",
+    SPACE_STORAGE_ENV: "where a Space mounts its persistent storage (default /data; tests and probes point it at a "
+    "folder of their own)",
     THREADS_ENV: "threads per CPU inference session (default: all cores)",
     ORT_SPIN_ENV: "ONNX Runtime threads: unset, spin within a run only; 0 never spin; 1 spin after runs too",
     PASS_TOKENS_ENV: "most tokens in one forward pass on the CPU (default 768; 0: no cap)",
     CONCURRENCY_ENV: "app: model requests run at once (--concurrency)",
     MAX_QUEUE_ENV: "app: requests that may wait in the queue (--max-queue)",
     RESULTS_ENV: "app: folder of benchmark records (--results-dir)",
+    TRUSTED_PROXIES_ENV: "app: proxies whose X-Forwarded-For names the visitor, as uvicorn's forwarded-allow-ips "
+    "(--trusted-proxy; default none, on a Space its own proxy)",
     ALLOW_CUSTOM_ENV: "app: 1 lets users load their own Hub model, 0 forbids it (--allow-custom-models)",
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
@@ -100,8 +109,37 @@ def env_choice(name: str, choices: Sequence[str], default: str, environ: Mapping
 
 
 def on_space(environ: Mapping[str, str] | None = None) -> bool:
-    """Running on a Hugging Face Space (it sets ``SPACE_ID``)."""
-    return env_text("SPACE_ID", environ) is not None
+    """Running on a Hugging Face Space: it sets ``SPACE_ID`` (and ``SYSTEM=spaces``, which gradio reads)."""
+    return env_text("SPACE_ID", environ) is not None or env_text("SYSTEM", environ) == "spaces"
+
+
+HUB_PAGE = "https://huggingface.co/spaces/"
+
+
+def space_page(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Space's page on the Hub, ``https://huggingface.co/spaces/OWNER/NAME`` (the address visitors see and
+    share; the app itself runs in an iframe on ``OWNER-NAME.hf.space``), from the variables every Space has:
+    ``SPACE_ID``, else ``SPACE_AUTHOR_NAME`` and ``SPACE_REPO_NAME``. None off a Space."""
+    space_id = env_text("SPACE_ID", environ)
+    if space_id is None:
+        owner, name = env_text("SPACE_AUTHOR_NAME", environ), env_text("SPACE_REPO_NAME", environ)
+        space_id = f"{owner}/{name}" if owner and name else None
+    if space_id is None or space_id.count("/") != 1 or not all(space_id.split("/")):
+        return None
+    return HUB_PAGE + space_id
+
+
+def trusted_proxies(option: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The proxies whose ``X-Forwarded-For`` names the visitor, as uvicorn's ``forwarded-allow-ips`` takes them
+    (addresses or networks, comma-separated; "" for none): ``--trusted-proxy``, else ``VARIANTS_TRUSTED_PROXIES``,
+    else on a Hugging Face Space (``SYSTEM=spaces`` or ``SPACE_ID`` set) its own proxy's networks
+    (:data:`SPACE_PROXIES`), else none: without a named proxy the header changes nothing."""
+    named = option if option is not None else env_text(TRUSTED_PROXIES_ENV, environ)
+    if named is not None:
+        return "" if named.strip().lower() in ("", "none", "0") else named.strip()
+    if on_space(environ):
+        return SPACE_PROXIES
+    return ""
 
 
 def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
@@ -120,6 +158,12 @@ def max_context_chars() -> int:
 SPACE_STORAGE = Path("/data")  # where a Hugging Face Space mounts its persistent storage, when it has some
 
 
+def space_storage(environ: Mapping[str, str] | None = None) -> Path:
+    """Where a Space's persistent storage is mounted: ``/data``, or ``$VARIANTS_SPACE_STORAGE`` (a stand-in)."""
+    value = env_text(SPACE_STORAGE_ENV, environ)
+    return Path(value).expanduser() if value else SPACE_STORAGE
+
+
 def cache_dir() -> Path | None:
     """``$VARIANTS_CACHE_DIR`` (expanded), else ``qa-variants`` in the persistent folder (:func:`persistent_dir`),
     or None for the cache's own default."""
@@ -131,24 +175,52 @@ def cache_dir() -> Path | None:
 
 
 def persistent_dir(environ: Mapping[str, str] | None = None, storage: Path | None = None) -> Path | None:
-    """A folder kept across restarts, or None: ``$VARIANTS_PERSIST_DIR`` (0 or off: none), else a Space's
-    persistent storage (``/data``) when it exists and is writable. The Hub download and the built artifacts
-    live there, so a restart is a warm start."""
+    """A folder kept across restarts, or None: ``$VARIANTS_PERSIST_DIR`` (0 or off: none), else, on a Space only
+    (:func:`on_space`), its persistent storage (``/data``: :func:`space_storage`) when it exists and is writable.
+    Elsewhere a ``/data`` is someone else's mount point and is left alone. The Hub download and the built
+    artifacts live in this folder, so a restart is a warm start."""
     value = env_text(PERSIST_ENV, environ)
     if value is not None:
         return None if value.lower() in ("0", "off", "false", "no") else Path(value).expanduser()
-    storage = SPACE_STORAGE if storage is None else storage
+    if not on_space(environ):
+        return None
+    storage = space_storage(environ) if storage is None else storage
     return storage if storage.is_dir() and os.access(storage, os.W_OK | os.X_OK) else None
 
 
-def hub_cache(environ: Mapping[str, str] | None = None) -> Path | None:
-    """Where Hub downloads go: the persistent folder's ``huggingface/hub`` when there is one and the host set
-    neither ``HF_HOME`` nor ``HF_HUB_CACHE``; None leaves it to huggingface_hub (``$HF_HOME/hub``)."""
+def default_hf_home(environ: Mapping[str, str] | None = None) -> Path:
+    """huggingface_hub's own default ``HF_HOME``: ``$XDG_CACHE_HOME/huggingface``, else
+    ``~/.cache/huggingface`` (``~`` from ``HOME``)."""
     environ = os.environ if environ is None else environ
-    if env_text("HF_HOME", environ) or env_text("HF_HUB_CACHE", environ):
+    home = Path(environ.get("HOME") or Path.home())
+    xdg = env_text("XDG_CACHE_HOME", environ)
+    return (Path(xdg).expanduser() if xdg else home / ".cache") / "huggingface"
+
+
+def chosen_hub_cache(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the host chose where Hub downloads go: ``HF_HUB_CACHE`` or ``HF_HOME`` set to a folder other than
+    huggingface_hub's default (:func:`default_hf_home`). A Space's image sets ``HF_HOME`` to that default in the
+    home folder, which is ephemeral: a variable that names the default says nothing more than no variable, so it
+    does not count as a choice."""
+    environ = os.environ if environ is None else environ
+    default = default_hf_home(environ)
+    named = {"HF_HOME": default, "HF_HUB_CACHE": default / "hub"}
+    for name, place in named.items():
+        value = env_text(name, environ)
+        if value and os.path.normpath(Path(value).expanduser()) != os.path.normpath(place):
+            return True
+    return False
+
+
+def hub_cache(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where Hub downloads go: ``.huggingface/hub`` in the persistent folder when there is one (the place Hugging
+    Face's Spaces guide names, ``HF_HOME=/data/.huggingface``) and the host made no choice of its own
+    (:func:`chosen_hub_cache`); None leaves it to huggingface_hub (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``)."""
+    environ = os.environ if environ is None else environ
+    if chosen_hub_cache(environ):
         return None
     kept = persistent_dir(environ)
-    return kept / "huggingface" / "hub" if kept else None
+    return kept / ".huggingface" / "hub" if kept else None
 
 
 def cpu_threads() -> int:

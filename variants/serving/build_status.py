@@ -191,6 +191,14 @@ class BuildStatus:
             line = self._line(f"{name}: {STEP_WORDS.get(step, step)}")
         self._log(line)
 
+    def step_over(self, name: str, step: str, cached: bool, seconds: float) -> None:
+        """Variant ``name``'s ``step`` is over: found in the artifact cache or built, in ``seconds``. One log line,
+        so that a warm start's log reads as one ("export to ONNX: from the cache (0.1 s)")."""
+        how = "from the cache" if cached else "built"
+        with self._lock:
+            line = self._line(f"{name}: {STEP_WORDS.get(step, step)}: {how} ({seconds:.1f} s)")
+        self._log(line)
+
     def ready(self, name: str) -> None:
         self._finish(name, READY, None)
 
@@ -248,10 +256,15 @@ class BuildStatus:
         return replace(v, step_seconds=step_seconds, seconds=now - (v.started or now), estimate_s=estimate)
 
 
-def fetch_words(source: str) -> str:
-    """What fetching ``source`` does, in words, for the page and the log."""
+def fetch_words(source: str, cached: bool = False) -> str:
+    """What fetching ``source`` does, in words, for the page and the log; ``cached``: an earlier start kept it (the
+    replica's weights in the artifact cache, a Hub model in the Hub cache), so a warm start says so."""
     if source.startswith("replica:"):
+        if cached:
+            return f"Reading {source}'s random weights from the cache (made on an earlier start)"
         return f"Making {source}'s random weights here (no download)"
     if Path(source).expanduser().is_dir():
         return f"Reading {Path(source).name}"
+    if cached:
+        return f"Reading {source} from the Hub cache (no download)"
     return f"Downloading {source}"

@@ -50,6 +50,7 @@ from variants.serving.outcome import (
     VariantResult,
     describe_error,
 )
+from variants.serving.snapshot import Snapshot, take
 
 log = logging.getLogger("variants.serving.engine")
 
@@ -96,6 +97,7 @@ class Engine(TimedAsking):
     cache_dir: Path | None = None
     preset: str = ""
     notice: str = ""  # e.g. the fallback to the embedded preset
+    fallback_from: str = ""  # the preset asked for, once the build fell back from it to the embedded preset
     max_context_chars: int = MAX_CONTEXT_CHARS
     batching: BatchingConfig | None = None
     variants: dict[str, LoadedVariant] = field(default_factory=dict)
@@ -148,7 +150,7 @@ class Engine(TimedAsking):
         """Resolve each source once before any variant builds (a Hub download, a replica made here), with its
         progress on :attr:`status`; the first that cannot be had switches to the fallback specs, if any."""
         for spec in {s.source: s for s in self.specs}.values():
-            self.status.stage(fetch_words(spec.source))
+            self.status.stage(fetch_words(spec.source, cached=self._source_kept(spec)))
             try:
                 self._builder.source(spec, progress=partial(self._fetch_progress, spec.source))
             except Exception as exc:
@@ -157,6 +159,15 @@ class Engine(TimedAsking):
                 self._use_fallback(str(exc))
                 break
         self.status.stage("")
+
+    def _source_kept(self, spec: specs.VariantSpec) -> bool:
+        """Whether ``spec``'s source is already here (a Hub id in the Hub cache, a replica's weights in the artifact
+        cache), so that fetching it reads what an earlier start kept."""
+        try:
+            known = self._builder.known_source(spec)
+        except Exception:  # only the log's wording depends on it
+            return False
+        return known is not None and not Path(spec.source).expanduser().is_dir() and known.path.is_dir()
 
     def _fetch_progress(self, source: str, done: int, total: int | None) -> None:
         self.status.stage(f"{fetch_words(source)}: {done} of {total or '?'} files")
@@ -167,7 +178,7 @@ class Engine(TimedAsking):
         asked, fallback = self.preset, self.fallback_specs or []
         self.fallback_specs = None
         self.status.reset(fallback, specs.FALLBACK_PRESET)
-        self.specs, self.preset = list(fallback), specs.FALLBACK_PRESET
+        self.specs, self.preset, self.fallback_from = list(fallback), specs.FALLBACK_PRESET, asked
         said = (
             f"The {asked} models could not be loaded, so the offline {specs.FALLBACK_PRESET} "
             f"models are shown instead. {problem}"
@@ -211,7 +222,7 @@ class Engine(TimedAsking):
             self.status.step(spec.name, "load")
             if "compact" in spec.steps and spec.backend == "torch":  # loaded and compacted in one go
                 self.status.step(spec.name, "compact")
-            built = self._builder.build(spec, step_progress)
+            built = self._builder.build(spec, step_progress, step_over=partial(self.status.step_over, spec.name))
             loaded.model, loaded.tokenizer, loaded.artifact = built.model, built.tokenizer, built.artifact
             loaded.calibrated_threshold = built.calibrated_threshold
             loaded.settings = self._settings_for(built)
@@ -343,6 +354,12 @@ class Engine(TimedAsking):
     @property
     def loaded(self) -> list[LoadedVariant]:
         return list(self.variants.values())
+
+    def snapshot(self, results: dict[str, VariantResult] | None = None) -> Snapshot:
+        """What the page draws, now: each variant in chain order with its build state and, given ``results``,
+        its result (:mod:`variants.serving.snapshot`), for renderers that read data, not the engine."""
+        build, chain, loaded = self.status.snapshot(), self.specs, self.variants  # each read once
+        return take(chain, loaded, build, self.preset, self.device, self.notice, results, self.fallback_from)
 
     def check_input(self, question: str, context: str) -> None:
         """Raise :class:`InputError` with a clear message for input no variant should run on

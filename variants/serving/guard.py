@@ -13,11 +13,17 @@ them counts or times on its own.
   and the passage's windows, is skipped before it starts, :mod:`variants.serving.asking`).
 
 - :class:`ModelLine`: requests that wait for the models, in a line of their own with a bounded length; one more
-  is refused at once, saying how long to wait, instead of waiting in the server's shared thread pool.
+  is refused at once, saying how long to wait, instead of waiting in the server's shared thread pool. One visitor
+  holds at most :data:`MAX_WAITING_PER_VISITOR` places in it.
 - :class:`RunBook`: the long runs (a file of questions scored in chunks) going on in the whole app, each bound
-  to the session that started it; another session's run id reads nothing and changes nothing; idle runs and
-  runs past their wall-clock life are dropped.
+  to the session that started it; another session's run id reads nothing and changes nothing; one run per
+  visitor; idle runs and runs past their wall-clock life are dropped.
+- :func:`visitor`: who a request comes from, the one key of "per visitor": the client's address, which is the
+  forwarded one only behind a proxy the host names (:func:`variants.core.config.trusted_proxies`; the server
+  resolves it, :mod:`variants.serving.edge`), so that a client cannot pretend to be many.
 - :func:`excerpt`: the most of a visitor's input any refusal quotes back.
+- The body limits every route has (:data:`MAX_BODY_BYTES`, :data:`MAX_FILE_BODY_BYTES`, :data:`BODY_TIMEOUT_S`),
+  applied in front of every route by :mod:`variants.serving.edge`.
 """
 
 from __future__ import annotations
@@ -39,10 +45,23 @@ from variants.answering.timing import SERVED, TimingRule
 
 MAX_RUNS = 20  # timed runs per variant one request may ask for (the Ask tab's slider goes this far)
 MAX_BUDGET_S = 30.0  # seconds of model time one request's timed runs may take (the default is 12 s)
-MAX_BODY_BYTES = 1_000_000  # POST /v1/answer: a 25,000-character passage in JSON is ~0.1 MB
+MAX_BODY_BYTES = 1_000_000  # any request's body: a 25,000-character passage in JSON is ~0.1 MB
+MAX_FILE_BYTES = 5_000_000  # a file of questions (the Your questions tab's, /evaluate's data)
+# the body of a route that carries such a file (an upload, or /evaluate's data as JSON text, whose escapes can
+# triple it: a newline is two characters, a non-ASCII one up to six)
+MAX_FILE_BODY_BYTES = 3 * MAX_FILE_BYTES + MAX_BODY_BYTES
+BODY_TIMEOUT_S = 120.0  # a body must have arrived this long after its headers (a 16 MB one at 1 Mbit/s)
+# connections (or requests in flight) a server of the app's own takes at once: an open page holds two or three (its
+# event stream, a call, a poll), so this is ~100 pages at once, past what a few cores answer, while a client that
+# opens thousands of idle connections is refused at once rather than holding the process's file descriptors
+MAX_CONNECTIONS = 256
 EXCERPT_CHARS = 60  # the most of an input a refusal quotes back
 MAX_WAITING = 32  # requests waiting for the models in one line; one more is refused with how long to wait
-MAX_LONG_RUNS = 2  # /evaluate runs (the tab's and the API's together) going on in the app at once, one per session
+# places one visitor may hold in that line (waiting or on the models): a page sends one question at a time, so a
+# few is room for a second tab or a script that keeps the models busy without gaps, and 32 / 4 = 8 visitors at
+# least can wait at once whatever one of them sends
+MAX_WAITING_PER_VISITOR = 4
+MAX_LONG_RUNS = 2  # /evaluate runs (the tab's and the API's together) going on in the app at once, one per visitor
 RUN_IDLE_S = 120.0  # a run whose owner has not asked for a chunk this long is dropped (its page closed)
 RUN_LIFE_S = 900.0  # and any run is dropped this long after it started, however it is kept alive
 
@@ -66,6 +85,15 @@ def excerpt(value: Any, n: int = EXCERPT_CHARS) -> str:
     if len(text) <= n:
         return repr(text) if isinstance(value, str) else text
     return f"{text[: n - 1]!r}… ({len(text):,} characters)"
+
+
+def visitor(request: Any) -> str:
+    """Who ``request`` (a ``gr.Request``, a starlette ``Request``) comes from: its client's address. Behind a proxy
+    the host names, the server has already put the forwarded client's address there (uvicorn's proxy headers,
+    set up by :func:`variants.serving.edge.trust_proxies`); otherwise it is the connection's own, whatever headers
+    it sends. "" when unknown (a handler called without a request)."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", None) or "")
 
 
 def wait_words(seconds: float) -> str:
@@ -117,9 +145,10 @@ class FairTurns:
 class ModelLine:
     """Requests waiting their turn at the models, in a line of their own: ``slots`` run at once, at most
     ``max_waiting`` wait, and one more is refused at once (:class:`Refused`, status 429) with how long the line
-    takes to clear, from the mean time of the last turns. ``name`` says what waits ("question", "request").
-    Turns go in the order they were asked for (:class:`FairTurns`): a long run's next chunk waits behind a
-    question that came while its last chunk ran.
+    takes to clear, from the mean time of the last turns. ``name`` says what waits ("question", "request"). A
+    request that names its ``visitor`` (:func:`visitor`) is also refused when that visitor holds ``per_visitor``
+    places already (waiting or on the models), saying so. Turns go in the order they were asked for
+    (:class:`FairTurns`): a long run's next chunk waits behind a question that came while its last chunk ran.
 
     :meth:`turn` is the blocking form (a worker thread waits its turn); :meth:`run` the async one: it admits or
     refuses on the event loop and waits in a thread counted by the line's own limiter, never in the server's
@@ -130,8 +159,10 @@ class ModelLine:
     name: str = "request"
     first_guess_s: float = 2.0  # a turn's time before any was measured
     ticket_s: float = 300.0  # a place reserved ahead of another queue is given up after this long
+    per_visitor: int = MAX_WAITING_PER_VISITOR
     _waiting: int = field(default=0, init=False)
-    _tickets: list[float] = field(default_factory=list, init=False)  # when each reserved place lapses
+    _tickets: list[tuple[float, str]] = field(default_factory=list, init=False)  # when each reserved place lapses
+    _held: dict[str, int] = field(default_factory=dict, init=False)  # places each visitor holds, tickets included
     _mean_s: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _turns: FairTurns = field(init=False)
@@ -163,24 +194,64 @@ class ModelLine:
         """Whether one more request would be refused now (a cheap look, before its body is even read)."""
         return self.waiting >= self.max_waiting
 
-    def _admit(self, claim: bool = False) -> None:
+    def holds(self, visitor: str) -> int:
+        """The places ``visitor`` holds now: waiting, on the models, or reserved."""
         with self._lock:
-            if claim and self._tickets:  # its place was reserved: it takes that place
-                self._tickets.pop(0)
+            self._lapse(time.monotonic())
+            return self._held.get(visitor, 0)
+
+    def _too_many(self, visitor: str) -> Refused:
+        held = self._held.get(visitor, 0)
+        wait = self._mean_s or self.first_guess_s
+        return Refused(
+            f"You have {held} {self.name}{'s' if held != 1 else ''} in the line for the models already (from "
+            f"this page, another tab or a script), as many as one visitor may: wait for "
+            f"{'one of them' if held != 1 else 'it'} to be answered, then ask again.",
+            429,
+            max(1, math.ceil(wait)),
+        )
+
+    def _hold(self, visitor: str, change: int) -> None:  # under the lock
+        if visitor:
+            held = self._held.get(visitor, 0) + change
+            if held > 0:
+                self._held[visitor] = held
+            else:
+                self._held.pop(visitor, None)
+
+    def _lapse(self, now: float) -> None:  # under the lock: reserved places nobody took in time
+        for _, who in (t for t in self._tickets if t[0] <= now):
+            self._hold(who, -1)
+        self._tickets = [t for t in self._tickets if t[0] > now]
+
+    def _admit(self, claim: bool = False, visitor: str = "") -> None:
+        with self._lock:
+            mine = next((t for t in self._tickets if t[1] == visitor), None) if claim else None
+            if claim and (mine or self._tickets):  # its place was reserved: it takes that place
+                taken = mine or self._tickets[0]
+                self._tickets.remove(taken)
+                self._hold(taken[1], -1)
             elif self.waiting >= self.max_waiting:
                 raise self.busy()
+            elif visitor and self._held.get(visitor, 0) >= self.per_visitor:
+                raise self._too_many(visitor)
             self._waiting += 1
+            self._hold(visitor, 1)
 
-    def reserve(self) -> None:
+    def reserve(self, visitor: str = "") -> None:
         """Reserve a place for a request about to wait in another queue first (the page's model queue: a
-        validator runs before it), refused at once when the line is full; :meth:`turn` with ``claim`` takes it.
-        A place not taken in ``ticket_s`` (the request was cancelled) lapses."""
+        validator runs before it), refused at once when the line is full or ``visitor`` holds their share;
+        :meth:`turn` with ``claim`` takes it. A place not taken in ``ticket_s`` (the request was cancelled)
+        lapses."""
         with self._lock:
             now = time.monotonic()
-            self._tickets = [t for t in self._tickets if t > now]
+            self._lapse(now)
             if self.waiting >= self.max_waiting:
                 raise self.busy()
-            self._tickets.append(now + self.ticket_s)
+            if visitor and self._held.get(visitor, 0) >= self.per_visitor:
+                raise self._too_many(visitor)
+            self._tickets.append((now + self.ticket_s, visitor))
+            self._hold(visitor, 1)
 
     def _take_turn(self) -> float:
         try:
@@ -190,22 +261,28 @@ class ModelLine:
                 self._waiting -= 1
         return time.monotonic()
 
-    def _end_turn(self, started: float) -> None:
+    def _end_turn(self, started: float, visitor: str = "") -> None:
         took = time.monotonic() - started
         with self._lock:
             self._mean_s = took if self._mean_s is None else 0.8 * self._mean_s + 0.2 * took
+            self._hold(visitor, -1)
         self._turns.release()
 
     @contextmanager
-    def turn(self, claim: bool = False) -> Iterator[None]:
-        """Wait for a turn in this thread (refused at once when the line is full, unless ``claim`` takes a place
-        :meth:`reserve` kept), then hold it."""
-        self._admit(claim)
-        started = self._take_turn()
+    def turn(self, claim: bool = False, visitor: str = "") -> Iterator[None]:
+        """Wait for a turn in this thread (refused at once when the line is full or ``visitor`` holds their share,
+        unless ``claim`` takes a place :meth:`reserve` kept), then hold it."""
+        self._admit(claim, visitor)
+        try:
+            started = self._take_turn()
+        except BaseException:
+            with self._lock:
+                self._hold(visitor, -1)
+            raise
         try:
             yield
         finally:
-            self._end_turn(started)
+            self._end_turn(started, visitor)
 
     @contextmanager
     def queued_turn(self) -> Iterator[None]:
@@ -219,9 +296,10 @@ class ModelLine:
         finally:
             self._end_turn(started)
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in a worker thread once its turn comes; refused at once when the line is full."""
-        self._admit()
+    async def run(self, fn: Callable[..., T], *args: Any, visitor: str = "") -> T:
+        """``fn(*args)`` in a worker thread once its turn comes; refused at once when the line is full or
+        ``visitor`` holds their share of it."""
+        self._admit(visitor=visitor)
         if self._limiter is None:  # made on the server's event loop, on first use; never fuller than the line
             self._limiter = anyio.CapacityLimiter(self.max_waiting + self.slots)
         started: list[float] = []
@@ -231,7 +309,7 @@ class ModelLine:
             try:
                 return fn(*args)
             finally:
-                self._end_turn(started[0])
+                self._end_turn(started[0], visitor)
 
         try:
             return await anyio.to_thread.run_sync(in_turn, limiter=self._limiter)
@@ -239,6 +317,7 @@ class ModelLine:
             if not started:  # cancelled before its thread began: it no longer waits
                 with self._lock:
                     self._waiting -= 1
+                    self._hold(visitor, -1)
 
 
 @dataclass
@@ -247,15 +326,17 @@ class Run:
 
     owner: str
     run: Any
+    visitor: str = ""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.monotonic)
     seen: float = field(default_factory=time.monotonic)
 
 
 class RunBook:
-    """The long runs going on in the whole app (thread-safe): at most ``max_runs`` at once and one per owner (a
-    browser session, or an API client's session), each found only by its owner; a run not asked for in
-    ``idle_s`` or older than ``life_s`` is dropped."""
+    """The long runs going on in the whole app (thread-safe): at most ``max_runs`` at once, one per owner (a
+    browser session, or an API client's session) and one per visitor (:func:`visitor`: two tabs or two API
+    clients from one address share one), each found only by its owner; a run not asked for in ``idle_s`` or older
+    than ``life_s`` is dropped."""
 
     def __init__(self, max_runs: int = MAX_LONG_RUNS, idle_s: float = RUN_IDLE_S, life_s: float = RUN_LIFE_S) -> None:
         self.max_runs, self.idle_s, self.life_s = max_runs, idle_s, life_s
@@ -272,23 +353,37 @@ class RunBook:
     def _going(self) -> dict[str, Run]:
         return {k: r for k, r in self._runs.items() if not getattr(r.run, "finished", False)}
 
-    def start(self, owner: str, run: Any) -> str:
-        """Book ``run`` for ``owner`` and return its id; :class:`Refused` if this owner, or too many, run one."""
+    def _free_in(self, runs: list[Run], now: float) -> float:
+        """Seconds until the first of ``runs`` is dropped at the latest (idle or past its life)."""
+        return min(min(self.life_s - (now - r.started), self.idle_s - (now - r.seen)) for r in runs)
+
+    def start(self, owner: str, run: Any, visitor: str = "") -> str:
+        """Book ``run`` for ``owner`` (from ``visitor``) and return its id; :class:`Refused` if this owner, this
+        visitor, or too many, run one."""
         with self._lock:
             now = time.monotonic()
             self._prune(now)
             going = self._going()
             if owner in going:
                 raise Refused("Your run is still going: stop it, or wait for it to finish, before starting another.")
+            theirs = [r for r in going.values() if visitor and r.visitor == visitor]
+            if theirs:
+                free = self._free_in(theirs, now)
+                raise Refused(
+                    "Your other run is still going, in another tab or another API session: stop it there, or wait "
+                    f"for it to finish (it ends within {wait_words(max(free, 30.0))} at most), then start this one.",
+                    429,
+                    max(1, math.ceil(free)),
+                )
             if len(going) >= self.max_runs:
-                free = min(min(self.life_s - (now - r.started), self.idle_s - (now - r.seen)) for r in going.values())
+                free = self._free_in(list(going.values()), now)
                 raise Refused(
                     f"{len(going)} runs are going on this app already, as many as it takes at once; try again "
                     f"in {wait_words(max(free, 30.0))} at most.",
                     429,
                     max(1, math.ceil(free)),
                 )
-            booked = Run(owner, run)
+            booked = Run(owner, run, visitor)
             self._runs[owner] = booked
             return booked.id
 

@@ -21,7 +21,6 @@ is read whole, and no refusal quotes more than a short excerpt of the input (:cl
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,10 +28,13 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 from variants.answering.timing import SERVED, TimingRule
+from variants.core import config
+from variants.serving.edge import app_kwargs, log_refused, validation_detail
+from variants.serving.engine import MAX_QUESTION_CHARS
 from variants.serving.guard import (
     MAX_BODY_BYTES,
     MAX_BUDGET_S,
@@ -42,6 +44,7 @@ from variants.serving.guard import (
     Refused,
     excerpt,
     request_rule,
+    visitor,
 )
 
 if TYPE_CHECKING:
@@ -49,12 +52,18 @@ if TYPE_CHECKING:
     from variants.serving.outcome import VariantResult
 
 PREFIX = "/v1"
-log = logging.getLogger(__name__)
 
 
 class AnswerRequest(BaseModel):
-    question: str
-    context: str
+    # the limits are stated here and refused by the engine's one input check (Engine.check_input), whose sentences
+    # also name what pydantic's string check would not (a lone surrogate, a blank question)
+    question: str = Field(
+        json_schema_extra={"maxLength": MAX_QUESTION_CHARS}, description=f"at most {MAX_QUESTION_CHARS:,} characters"
+    )
+    context: str = Field(
+        json_schema_extra={"maxLength": config.MAX_CONTEXT_CHARS},
+        description=f"the passage, at most {config.MAX_CONTEXT_CHARS:,} characters (the server's setting)",
+    )
     variant: str = Field("", description="a loaded variant's name; empty: the preset's last headline variant")
     runs: int = Field(
         SERVED.runs, ge=1, description=f"timed runs at most (default 1: the request as served; capped at {MAX_RUNS})"
@@ -104,6 +113,51 @@ class AnswerResponse(BaseModel):
         description="the preset's variants not built yet (while the app builds), so that a variant not listed "
         "anywhere is not in this preset",
     )
+
+
+class VariantInfo(BaseModel):
+    name: str
+    label: str
+    ok: bool = Field(description="built and answering")
+    error: str | None = Field(description="why it failed to build, when it did")
+    calibrated_threshold: float | None = Field(description="its 'no answer' threshold tuned on SQuAD v2, if any")
+    state: str = Field("ready", description="its build: ready, failed, or (not ok yet) queued or building")
+    step: str = Field("", description="while building: the build step it is at, e.g. 'export to ONNX'")
+
+
+class Refusal(BaseModel):
+    """Every refusal of /v1 (and of the app's other routes): one sentence, quoting an excerpt of the input at most."""
+
+    detail: str = Field(description="what was refused and why, in one sentence")
+
+
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+REFUSALS: dict[int | str, dict] = {  # what the routes really answer besides 200, stated in the OpenAPI document
+    405: {"model": Refusal, "description": "Not a method of this route (its Allow header names them)"},
+    413: {"model": Refusal, "description": "The body is over the limit (1 MB)"},
+    408: {"model": Refusal, "description": "The body did not arrive in time"},
+}
+ANSWER_REFUSALS: dict[int | str, dict] = REFUSALS | {
+    400: {"model": Refusal, "description": "The body could not be read (not UTF-8)"},
+    404: {"model": Refusal, "description": "No such variant in this preset"},
+    422: {
+        "model": Refusal,
+        "description": "Not a valid request, or a passage too long for the variant within the 30 s a request may "
+        "take: what is wrong, in one sentence",
+    },
+    429: {"model": Refusal, "description": "The line for the models is full: try again later", "headers": RETRY_AFTER},
+    500: {"model": Refusal, "description": "The variant failed to answer"},
+    503: {"model": Refusal, "description": "No variant is ready yet, or the one asked for is still building"},
+}
+
+
+def request_model(max_context_chars: int) -> type[AnswerRequest]:
+    """:class:`AnswerRequest` with the server's context limit (``--max-context-chars``), so the document says it."""
+    if max_context_chars == config.MAX_CONTEXT_CHARS:
+        return AnswerRequest
+    limit = {"maxLength": max_context_chars}
+    context = (str, Field(json_schema_extra=limit, description=f"at most {max_context_chars:,} characters"))
+    return create_model("AnswerRequest", __base__=AnswerRequest, context=context)
 
 
 RESPONSE_FIELDS = (
@@ -171,17 +225,6 @@ def too_large_words() -> str:
     return f"The request body is over {MAX_BODY_BYTES / 1e6:g} MB, this route's limit."
 
 
-def validation_detail(exc: RequestValidationError) -> str:
-    """FastAPI's validation errors in one short sentence: where and what, with an excerpt of the input at most
-    (its default handler echoes every input whole: a 30 MB body came back as 30 MB)."""
-    parts = []
-    for error in exc.errors()[:3]:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
-        got = f" (got {excerpt(error['input'])})" if "input" in error and error.get("type") != "missing" else ""
-        parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
-    return "; ".join(parts) + "."
-
-
 class GuardedRoute(APIRoute):
     """The /v1 routes' guard (FastAPI's custom route class): a POST that finds the models' line full gets 429 at
     once, before its body is read; a body over :data:`MAX_BODY_BYTES` gets 413 before it is read whole (by its
@@ -214,12 +257,6 @@ class GuardedRoute(APIRoute):
         return guarded
 
 
-def log_refused(request: Request, status: int, detail: str) -> None:
-    """One line for a refused /v1 call (no traceback, the detail already excerpted); a full line's 429s are not
-    logged one by one (a flood would write thousands: the reply's Retry-After is the record)."""
-    log.warning("%s %s refused (%d): %s", request.method, request.url.path, status, detail)
-
-
 def refused(request: Request, status: int, detail: str) -> JSONResponse:
     log_refused(request, status, detail)
     return JSONResponse({"detail": detail}, status_code=status)
@@ -232,23 +269,37 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
     route_class = type("LineGuardedRoute", (GuardedRoute,), {"line": line})
     api = APIRouter(prefix=PREFIX, tags=["variants"], route_class=route_class)
 
-    @api.get("/variants")
-    def variants() -> list[dict]:
+    model = request_model(engine.max_context_chars)
+
+    @api.get("/variants", responses=REFUSALS)
+    def variants() -> list[VariantInfo]:
         """The variants loaded (``state`` ready, or failed with ``error``), then those still building (not ok)."""
         loaded = [
-            {"name": v.spec.name, "label": v.spec.label, "ok": v.ok, "error": v.error}
-            | {"calibrated_threshold": v.calibrated_threshold, "state": "ready" if v.ok else "failed", "step": ""}
+            VariantInfo(
+                name=v.spec.name,
+                label=v.spec.label,
+                ok=v.ok,
+                error=v.error,
+                calibrated_threshold=v.calibrated_threshold,
+                state="ready" if v.ok else "failed",
+            )
             for v in engine.loaded
         ]
         building = [
-            {"name": r.variant, "label": r.label, "ok": False, "error": r.error, "calibrated_threshold": None}
-            | {"state": r.state, "step": r.step}
+            VariantInfo(
+                name=r.variant,
+                label=r.label,
+                ok=False,
+                error=r.error,
+                calibrated_threshold=None,
+                state=r.state,
+                step=r.step,
+            )
             for r in engine.not_ready()
         ]
         return loaded + building
 
-    @api.post("/answer", response_model=AnswerResponse)
-    async def answer(request: AnswerRequest) -> AnswerResponse:
+    async def answer(request: AnswerRequest, http: Request) -> AnswerResponse:
         name = request.variant or default_variant(engine)
         if name not in engine.variants:
             coming = [r for r in engine.not_ready() if r.variant == name]
@@ -262,7 +313,7 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
         except (InputError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
         try:
-            result = await line.run(answer_with, name, request, rule, threshold)
+            result = await line.run(answer_with, name, request, rule, threshold, visitor=visitor(http))
         except InputError as exc:  # found before any model ran, or while tokenizing (a question too long)
             raise HTTPException(422, str(exc)) from None
         except Refused as exc:  # the line is full
@@ -280,11 +331,14 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
         engine.check_input(request.question, request.context)  # tokenizes a long question: in the turn's thread
         return engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
 
+    answer.__annotations__["request"] = model  # the server's context limit, in the document too
+    api.post("/answer", response_model=AnswerResponse, responses=ANSWER_REFUSALS)(answer)
+
     return api
 
 
 def create_app(engine: Engine) -> FastAPI:
     """A FastAPI app with only :func:`router` (no Gradio): for served-latency measurements."""
-    app = FastAPI(title="QA variants", docs_url=None, redoc_url=None)
+    app = FastAPI(title="QA variants", docs_url=None, redoc_url=None, **app_kwargs())
     app.include_router(router(engine))
     return app

@@ -19,6 +19,12 @@ Batching: a request waits up to ``batch_wait_ms`` for others (at most ``max_batc
 (INT8 with dynamic quantization: ``QAModel.batch_invariant`` is False) answers each request of a gathered
 batch alone, as the engine's own batcher does, so answers equal the in-process engine's.
 
+Limits as ``/v1`` has them in the app: every route behind the app's edge (:mod:`variants.serving.edge`: a body over
+1 MB refused with 413 before it is read, a stalled one with 408, refusals quoting an excerpt), and a bounded line:
+each replica takes ``max_ongoing_requests`` at once (its batches gather from them), and the requests past those
+wait in Serve's own line at the proxy, at most :data:`~variants.serving.guard.MAX_WAITING`
+(``max_queued_requests``); one more is refused at once by Serve (503), not left to wait without end.
+
 A replica that cannot load its variant raises :class:`VariantLoadError` from its constructor with the
 engine's one-line reason; Serve then marks the deployment ``DEPLOY_FAILED`` with that message (and
 ``serve.run`` raises it).
@@ -40,8 +46,9 @@ from variants.answering.qa import InputError, NullThreshold, with_null_decision
 from variants.answering.timing import SERVED, TimingRule
 from variants.core import config
 from variants.core import spec as specs
+from variants.serving.edge import app_kwargs
 from variants.serving.engine import Engine, load_engine
-from variants.serving.guard import request_rule
+from variants.serving.guard import MAX_WAITING, request_rule
 from variants.serving.http import PREFIX, AnswerRequest, AnswerResponse, answer_response, request_threshold
 from variants.serving.remote import variant_route as route
 
@@ -92,10 +99,17 @@ def replica_threads(num_cpus: float) -> int:
 
 
 # Serve pickles the deployment class when it is decorated: what its methods use must be defined above it.
-api = FastAPI(title="QA variant (Ray Serve)", docs_url=None, redoc_url=None)
+api = FastAPI(title="QA variant (Ray Serve)", docs_url=None, redoc_url=None, **app_kwargs())
+ONGOING = 32  # requests one replica takes at once (what its batches gather from)
 
 
-@serve.deployment(name=DEPLOYMENT, max_ongoing_requests=32, health_check_period_s=2, graceful_shutdown_timeout_s=5)
+@serve.deployment(
+    name=DEPLOYMENT,
+    max_ongoing_requests=ONGOING,
+    max_queued_requests=MAX_WAITING,  # the line at the proxy past those, bounded as /v1's is
+    health_check_period_s=2,
+    graceful_shutdown_timeout_s=5,
+)
 @serve.ingress(api)
 class VariantDeployment:
     """One replica: the engine with one variant loaded, behind the ``/v1`` routes of :mod:`variants.serving.http`."""
