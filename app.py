@@ -45,7 +45,7 @@ from variants.core.spec import short_label
 from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
-from variants.serving.guard import ModelLine, RunBook
+from variants.serving.guard import MAX_LONG_RUNS, ModelLine, RunBook
 from variants.serving.visitor import VisitorChains, beside
 
 RESULTS_ENV = config.RESULTS_ENV  # folder of benchmark records (default: the engine's assets/results)
@@ -127,7 +127,13 @@ def build_demo(
         )
         # its own group, not limited by gradio: each call waits in ``line`` (async), refused there when it is full
         gr.api(make_answer_api(engine, line), api_name="answer", concurrency_id="answer-api", concurrency_limit=None)
-        gr.api(make_evaluate_api(engine, Evaluation, runs, line), api_name="evaluate", **group)
+        # its own group too: each chunk takes a turn in ``line``, so an Ask question waits for one chunk, not one call
+        gr.api(
+            make_evaluate_api(engine, Evaluation, runs, line),
+            api_name="evaluate",
+            concurrency_id="evaluate-api",
+            concurrency_limit=MAX_LONG_RUNS,
+        )
     demo.queue(max_size=2 * max_queue + BACKSTOP, default_concurrency_limit=concurrency_limit)
     return demo
 

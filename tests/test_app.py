@@ -32,22 +32,20 @@ from ui.ask import (
     make_validator,
     null_threshold,
 )
-from ui.benchmark import (
+from ui.benchmark import QUICK_SHOWN, benchmark_outputs, make_quick_handlers
+from ui.cards import card_html, summary_html
+from ui.questions import Runs
+from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
+from ui.record_table import (
     ANSWERABLE_HEADERS,
     PEER_RATIOS,
-    QUICK_SHOWN,
     SHORT_COLUMNS,
     TABLE_COLUMNS,
     VIEW_COLUMNS,
-    benchmark_outputs,
-    make_quick_handlers,
     record_frame,
     record_header,
     table_frame,
 )
-from ui.cards import card_html, summary_html
-from ui.questions import Runs
-from ui.record_choice import find_record, record_key, stored_record, stored_records, weights_note
 from ui.text import SNIPPET_RADIUS, fmt_confidence, highlight, notice_html
 from variants.answering.timing import cpu_clock
 from variants.benchmarking.quick import QuickRun
@@ -55,6 +53,7 @@ from variants.building import custom
 from variants.core import spec as specs
 from variants.core.spec import VariantSpec
 from variants.serving.engine import load_engine
+from variants.serving.guard import MAX_LONG_RUNS
 from variants.serving.outcome import VariantResult, busy_words
 from variants.serving.snapshot import VariantView
 
@@ -147,12 +146,16 @@ def test_api_surface(client: Client) -> None:
 def test_model_handlers_share_one_concurrency_group(engine) -> None:
     demo = app.build_demo(engine, concurrency_limit=2, max_queue=5)
     model_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == app.CONCURRENCY_GROUP]
-    # Ask, quick benchmark, a chunk of a "Your questions" run, /evaluate, a report (its examples answered)
-    assert len(model_fns) == 5
+    # Ask, quick benchmark, a chunk of a "Your questions" run, a report (its examples answered)
+    assert len(model_fns) == 4
     assert {fn.concurrency_limit for fn in model_fns} == {2}
     # /answer waits in the app's model line (with the Ask tab's questions), which says how long to wait when full
     answer = next(fn for fn in demo.fns.values() if fn.api_name == "answer")
     assert answer.concurrency_limit is None and answer.concurrency_id != app.CONCURRENCY_GROUP
+    # /evaluate's calls take a turn in that line per chunk, in a group of their own: a question waits for one chunk,
+    # not for a call's two seconds in the page's group
+    evaluate = next(fn for fn in demo.fns.values() if fn.api_name == "evaluate")
+    assert evaluate.concurrency_id != app.CONCURRENCY_GROUP and evaluate.concurrency_limit == MAX_LONG_RUNS
     assert demo._queue.max_size == 10 + app.BACKSTOP  # a backstop: the line of 5 refuses first, saying how long to wait
 
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering
 
-from ui.benchmark import benchmark_outputs, record_frame
+from ui.benchmark import benchmark_outputs
 from ui.cards import card_html, summary_html
 from ui.charts import accuracy_figure, latency_figure, no_answer_floor, seq_len_figure
+from ui.record_table import record_frame
 from variants.__main__ import main
 from variants.benchmarking import bench
 from variants.benchmarking import cli as bench_cli

@@ -10,6 +10,7 @@ import html
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -90,8 +91,9 @@ def test_requests_are_capped_and_no_budget_is_unbounded() -> None:
     assert (capped.runs, capped.budget_s) == (MAX_RUNS, MAX_BUDGET_S)
     assert "runs capped at 20 (100 asked)" in capped.note and "30 s cap (no limit asked)" in capped.note
     assert request_rule(3, 1e9).budget_s == MAX_BUDGET_S and request_rule(3, float("inf")).budget_s == MAX_BUDGET_S
-    assert request_rule(3, None).budget_s == MAX_BUDGET_S and request_rule(5, 12.0) == TimingRule(runs=5, budget_s=12)
-    assert request_rule(1, 0, warmup=False) == SERVED  # one run as served: nothing to cap
+    capped_call = TimingRule(runs=5, budget_s=12, cap_s=MAX_BUDGET_S)  # the whole call capped, first runs included
+    assert request_rule(3, None).budget_s == MAX_BUDGET_S and request_rule(5, 12.0) == capped_call
+    assert request_rule(1, 0, warmup=False) == replace(SERVED, cap_s=MAX_BUDGET_S)  # one run as served: no budget
     for runs, budget in ((0, 12.0), (3, -1.0), (3, float("nan"))):
         with pytest.raises(ValueError):
             request_rule(runs, budget)

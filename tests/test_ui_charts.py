@@ -12,18 +12,8 @@ from pathlib import Path
 import pytest
 from app_helpers import tiny_engine, write_fake_record
 
-from ui.benchmark import (
-    ANSWERABLE_HEADERS,
-    LONG_COLUMNS,
-    PEER_RATIOS,
-    SHORT_COLUMNS,
-    TABLE_COLUMNS,
-    VIEW_CHOICES,
-    VIEW_COLUMNS,
-    benchmark_outputs,
-    record_frame,
-    table_widths,
-)
+from ui.bench_details import LONG_COLUMNS
+from ui.benchmark import benchmark_outputs
 from ui.charts import (
     LABEL_PX,
     accuracy_figure,
@@ -41,6 +31,16 @@ from ui.charts import (
 from ui.palette import PEER, STYLES, variant_style
 from ui.point_labels import Box, fitted_range, place_labels, text_size
 from ui.record_choice import record_choices, stored_record
+from ui.record_table import (
+    ANSWERABLE_HEADERS,
+    PEER_RATIOS,
+    SHORT_COLUMNS,
+    TABLE_COLUMNS,
+    VIEW_CHOICES,
+    VIEW_COLUMNS,
+    record_frame,
+    table_widths,
+)
 from ui.text import fmt_params
 from variants.building.replica import LATENCY_ONLY
 from variants.core import spec as specs

@@ -239,7 +239,11 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
         (CPU + wait) / CPU) and busy (stretch above 1.25: the machine was busy, the latencies are unreliable);
         notice (one line when the question or context is not English, else ""). `answer` is "" when the model
         finds no answer in the context, and `guess` (with its offsets and probability) is then the best span that
-        "no answer" beat.
+        "no answer" beat. One request's model time is capped at 30 s, first answers included: a variant whose
+        answer would end past it (by its pace and the passage's windows) is skipped (skipped true, error says why
+        and what brings it in). While the app builds, the variants not ready yet are listed too, after the others,
+        with pending true, state ("queued" or "building") and step (the build step it is at), no answer; a
+        variant whose build failed has state "failed" and its error; every other row has state "ready".
         """
         try:
             threshold = None if null_threshold in (None, "") else parse_null_threshold(null_threshold)
@@ -249,8 +253,8 @@ def make_answer_api(engine: Engine, line: ModelLine | None = None) -> Callable[.
                 raise ValueError(f"runs must be a whole number of timed runs, not {runs}")
             timing = request_rule(int(runs), float(budget_s) if budget_s else None)
             names = [v.spec.name for v in engine.loaded if v.spec.name != custom.CUSTOM_NAME]
-            results = engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing)
-            return [r.to_json() for r in results]
+            results = list(engine.ask_iter(question, context, names, null_threshold=threshold, rule=timing))
+            return [r.to_json() for r in [*results, *engine.not_ready()]]  # the ones still building: pending
         except (InputError, ValueError, TypeError, OverflowError) as exc:
             raise refused(str(exc), "/answer") from None
 

@@ -118,7 +118,8 @@ def card_html(
     if view.latency_only:
         head += f'<div class="qa-latency-only" title="{esc(LATENCY_ONLY_TIP)}">{esc(LATENCY_ONLY)}</div>'
     if state == "error":
-        body = f'<div class="qa-error"><b>This variant failed.</b> {esc(error)}</div>'
+        failed = "" if result is not None and result.skipped else "<b>This variant failed.</b> "  # says "Skipped:"
+        body = f'<div class="qa-error">{failed}{esc(error)}</div>'
     elif state in ("done", "timing") and result is not None:
         body = (
             _answer_block(result, context)

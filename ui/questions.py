@@ -351,8 +351,9 @@ def make_evaluate_api(
     ) -> dict:
         """Score the variants on your own questions, as the "Your questions" tab does. `data`: the text of a CSV,
         JSON Lines or SQuAD JSON file (columns context, question, optionally answer or answers, and id; the tab's
-        limits). `variants`: names (default: the three headline ones). A call is one turn of the model queue, about
-        `max_seconds` of model time (default 2, at most 60), so that the page stays responsive: it starts a run
+        limits). `variants`: names (default: the three headline ones). A call runs about `max_seconds` of model time
+        (default 2, at most 60) in chunks of a fraction of a second, each its own turn at the models, so that a
+        question asked meanwhile waits for one chunk: it starts a run
         and returns its `run` id; call again with that `run` (and no data), from the same session, until `done` is
         true. A run belongs to the session that started it (a gradio client's; over plain HTTP, send the same
         `session_hash` with each call): another session's calls with its id find nothing. The app takes a few runs
@@ -381,9 +382,10 @@ def make_evaluate_api(
             except (ValueError, Refused) as exc:  # a bad file (QuestionFileError), an unknown variant, too many runs
                 raise refused(str(exc), "/evaluate") from None
         until = evaluation.seconds + seconds
-        with line.queued_turn() if line else nullcontext():  # never beside the Ask tab's or /answer's questions
-            while evaluation.step() and evaluation.seconds < until:
-                pass
+        going = True
+        while going:  # a turn per chunk, never beside the Ask tab's or /answer's questions: one waits for one chunk
+            with line.queued_turn() if line else nullcontext():
+                going = evaluation.step() and evaluation.seconds < until
         out = {
             "run": run,
             "done": evaluation.finished,
@@ -468,7 +470,7 @@ def questions_tab(
     )
     with gr.Row():
         run = gr.Button("Run every variant on my questions", variant="primary", scale=3)
-        stop = gr.Button("Stop", variant="stop", scale=1)
+        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="questions-stop")
     price = price_box(
         "Dollars per hour of this machine (optional)",
         "Adds what a million answers cost at this run's throughput; the Benchmark tab lists published prices.",

@@ -36,11 +36,12 @@ from variants.serving.engine import Engine
 
 from . import SAMPLE_FILE
 from .ask import load_examples
-from .benchmark import DEFAULT_VIEW, benchmark_outputs, table_label
+from .benchmark import benchmark_outputs
 from .cost_view import costs_by_variant
 from .files import new_folder
 from .headline import headline_html
 from .questions import chart, scores_html
+from .record_table import DEFAULT_VIEW, table_label
 from .styles import BANNER_CSS
 from .text import count, esc, highlight
 

@@ -388,6 +388,9 @@ class TimingRule:
     settle_below_ms: float = SETTLE_BELOW_MS
     count_first_above_ms: float = COUNT_FIRST_ABOVE_MS
     note: str = ""  # what a request's limits changed, e.g. "runs capped at 20 (100 asked)"; said with the timing
+    # The most model time the whole call may take, first runs included (None: no cap): a variant whose first run
+    # would end past it, by its pace and the passage's windows, is skipped before it starts (guard.request_rule).
+    cap_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -403,6 +406,10 @@ class TimingRule:
         """Whether a timed run expected to take ``next_s``, starting ``elapsed_s`` into the call, ends within
         the budget."""
         return self.budget_s is None or elapsed_s + next_s <= self.budget_s
+
+    def within_cap(self, elapsed_s: float, first_s: float) -> bool:
+        """Whether a first run expected to take ``first_s``, starting ``elapsed_s`` into the call, ends in the cap."""
+        return self.cap_s is None or elapsed_s + first_s <= self.cap_s
 
     def settle(self, last_ms: float | None) -> bool:
         """Whether a variant whose last run took ``last_ms`` gets an untimed run at the start of its turn."""

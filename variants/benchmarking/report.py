@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ui.benchmark import DEFAULT_VIEW
+from ui.record_table import DEFAULT_VIEW
 from ui.report import Examples, benchmark_report, engine_examples
 from variants.benchmarking.cli import price_argument
 from variants.core.spec import NO_PARTNER

@@ -1,8 +1,21 @@
 """How the engine asks every variant one question and times it: the order (fastest first), the one timed
-answer each variant always gives, and the timed turns within the budget (the timing rule,
-:class:`~variants.answering.timing.TimingRule`). A mixin of :class:`~variants.serving.engine.Engine`, apart
-from its loading and building so that each module does one thing; it uses the engine's ``variants``,
-``loaded``, ``check_input``, ``_prepare`` and ``measures_cpu``."""
+answer each variant gives unless it would end past the call's cap, and the timed turns within the budget (the
+timing rule, :class:`~variants.answering.timing.TimingRule`). A mixin of :class:`~variants.serving.engine.Engine`,
+apart from its loading and building so that each module does one thing; it uses the engine's ``variants``,
+``loaded``, ``specs``, ``status``, ``settings_for``, ``check_input``, ``_prepare`` and ``measures_cpu``.
+
+**The cap on first runs.** A request's model time is capped (``TimingRule.cap_s``, 30 s for every caller:
+:func:`variants.serving.guard.request_rule`), first runs included. The passage is tokenized before any model runs
+(once per tokenizer and window), so its windows are known; a variant's first run is predicted as its pace (ms per
+full window of tokens, from its first run on the latest question it answered) times the passage's full windows.
+Before a variant has answered anything (the first question after a start) its pace is guessed from its size:
+:data:`GUESS_MS_PER_WINDOW_MB` per MB of weights per window, every window counted as full, a rate above what the
+slowest variant of either CPU preset took per MB on a busy 2-core machine, so that a guess errs towards skipping
+(the variants answer smallest first). Where that guess alone would skip it on a passage of several windows, it
+first answers the passage's start (its first window, if the guess lets that fit), and the pace
+measured there decides. A variant whose first run would end past the cap, counted from the call's start, is
+skipped before it starts; its result says so and what would bring it in (:func:`skip_words`).
+"""
 
 from __future__ import annotations
 
@@ -10,29 +23,57 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
 from variants.answering.language import language_notice
-from variants.answering.qa import Answer, InputError, NullThreshold, with_null_decision
+from variants.answering.qa import Answer, InputError, NullThreshold, tokenize, with_null_decision
 from variants.answering.timing import TimingRule, cpu_clock, cpu_since
-from variants.serving.outcome import AskProgress, VariantResult, describe_error, fill_answer, fill_timing, snapshot
+from variants.serving.outcome import (
+    AskProgress,
+    VariantResult,
+    build_result,
+    describe_error,
+    fill_answer,
+    fill_timing,
+    snapshot,
+)
 
 log = logging.getLogger("variants.serving.engine")
+
+# A variant's ms per window per MB of its weights before its pace is known: conservative (see the module's docstring)
+GUESS_MS_PER_WINDOW_MB = 20.0
+
+
+class Pace(NamedTuple):
+    """A variant's pace: ms per full window of tokens, on a run of ``windows`` full windows (under 1: a short
+    question, whose fixed costs make the pace per window look slower than it is on a long passage)."""
+
+    ms_per_window: float
+    windows: float
+
+
+class PassageWindows(NamedTuple):
+    """A passage's windows for one variant: how many, their tokens in full windows, where the first one ends."""
+
+    count: int
+    full: float  # tokens / the window's length
+    first_end: int  # the character the first window's context ends at
 
 
 class TimedAsking:
     """The engine's asking and timing (see the module's docstring)."""
 
-    _paces: dict[str, float]  # each variant's ms per character on its latest question (run_order)
+    _paces: dict[str, Pace]  # each variant's pace on its latest question (run_order, the cap)
 
     def run_order(self, names: list[str]) -> list[str]:
-        """``names`` fastest first: by each variant's pace on the latest question it answered (ms per character of
-        question and passage), or, before every one has answered, by model size (smaller first, the later build
-        step first among equals: along the chain, smaller is faster)."""
+        """``names`` fastest first: by each variant's pace on the latest question it answered (ms per full window
+        of tokens), or, before every one has answered, by model size (smaller first, the later build step first
+        among equals: along the chain, smaller is faster)."""
         paces = self._paces
         if all(n in paces for n in names):
-            return sorted(names, key=lambda n: paces[n])
+            return sorted(names, key=lambda n: paces[n].ms_per_window)
         chain = {v.spec.name: i for i, v in enumerate(self.loaded)}
 
         def size(name: str) -> tuple[float, int]:
@@ -74,10 +115,14 @@ class TimedAsking:
         def shown() -> dict[str, VariantResult]:
             return snapshot({n: results[n] for n in chain if n in results})
 
-        for name in order:  # every variant answers once, the fastest first
+        windows = self.window_counts(chain, question, context)  # before any model runs: the cap and the paces
+        for name in order:  # every variant answers once, the fastest first, unless it would end past the cap
             result, run = self._prepare(name, null_threshold)
             result.runs_asked, result.budget_s, result.notice = rule.runs, rule.budget_s, notice
             results[name] = result
+            if run is not None and name in windows and rule.cap_s is not None:
+                if skip := self._past_cap(name, run, question, context, windows[name], rule, started):
+                    result.error, result.skipped, run = skip, True, None
             if run is not None:
                 runners[name] = partial(run, question, context)
                 if (timed := self._timed(result, runners[name])) is None:
@@ -86,6 +131,8 @@ class TimedAsking:
                     ans, ms, cpu = timed
                     fill_answer(result, with_null_decision(ans, result.null_threshold))
                     last_ms[name], seen_ms[name], result.pending = ms, [ms], True
+                    if name in windows:  # its pace now: the next call's prediction and order
+                        self._paces[name] = Pace(ms / max(windows[name].full, 1e-6), windows[name].full)
                     if rule.counts_first(ms):
                         result.first_timed = True
                         _keep_run(result, ms, cpu)
@@ -124,9 +171,98 @@ class TimedAsking:
                 result.first_timed = True
                 _keep_run(result, ms, (cpu_ms, wait_ms) if cpu_ms is not None else None)
         fill_timing(results, rule, done=True)
-        chars = max(1, len(question) + len(context))
-        self._paces.update({n: r.latency_ms / chars for n, r in results.items() if r.latency_ms and not r.error})
         yield AskProgress(shown(), "done", rounds, rule)
+
+    def not_ready(self, names: list[str] | None = None) -> list[VariantResult]:
+        """The preset's variants (those of ``names``) not loaded yet, each a result with its build's state and step
+        (:func:`~variants.serving.outcome.build_result`), in the preset's order."""
+        snap = self.status.snapshot()
+        return [
+            build_result(s.name, s.label, snap.state(s.name))
+            for s in self.specs
+            if s.name not in self.variants and (names is None or s.name in names)
+        ]
+
+    def window_counts(self, names: list[str], question: str, context: str) -> dict[str, PassageWindows]:
+        """Each of ``names``' windows for this question and their tokens in full windows (tokens / window length),
+        tokenized once per tokenizer and window before any model runs; a variant without a tokenizer here (served
+        elsewhere) is left out."""
+        out: dict[str, PassageWindows] = {}
+        seen: dict[tuple, PassageWindows] = {}
+        for name in names:
+            loaded = self.variants.get(name)
+            if loaded is None or not loaded.ok or loaded.tokenizer is None:
+                continue
+            settings = self.settings_for(loaded)
+            key = (
+                getattr(loaded.tokenizer, "name_or_path", id(loaded.tokenizer)),
+                settings.max_length,
+                settings.stride,
+            )
+            if key not in seen:
+                windows = tokenize(loaded.tokenizer, [(question, context)], settings)
+                tokens = float(np.asarray(windows.encoding["attention_mask"]).sum())
+                offsets, inside = np.asarray(windows.encoding["offset_mapping"][0]), windows.context_mask[0]
+                first_end = int(offsets[inside, 1].max()) if inside.any() else len(context)
+                seen[key] = PassageWindows(len(windows.owner), tokens / settings.max_length, first_end)
+            out[name] = seen[key]
+        return out
+
+    def _past_cap(
+        self,
+        name: str,
+        run: Callable,
+        question: str,
+        context: str,
+        counts: PassageWindows,
+        rule: TimingRule,
+        started: float,
+    ) -> str:
+        """Why ``name``'s first run on a passage of ``counts`` windows would end past ``rule``'s cap, counted from
+        ``started`` (:func:`skip_words`), or "" when it fits. A variant that would be skipped by a guess from its
+        size, or by its pace on a question shorter than a window (fixed costs inflate it: a 20-token question gave
+        BERT-large 57 s per window), first answers the passage's start (its first window) where that fits, by the
+        lower of the two, so that its pace on a whole window decides."""
+        first_s, paced = self.first_run_s(name, counts.count, counts.full)
+        short = (pace := self._paces.get(name)) is None or pace.windows < 1  # a guess, or a short question's pace
+        if short and counts.count > 1 and not rule.within_cap(time.perf_counter() - started, first_s):
+            self._probe_pace(name, run, question, context[: counts.first_end], rule, started)
+            first_s, paced = self.first_run_s(name, counts.count, counts.full)
+        if rule.within_cap(time.perf_counter() - started, first_s):
+            return ""
+        return skip_words(first_s, paced, rule.cap_s, rule.within_cap(0.0, first_s), context)
+
+    def _probe_pace(self, name: str, run: Callable, question: str, head: str, rule: TimingRule, started: float) -> None:
+        """``name``'s pace from its answer on ``head`` (the start of the passage), where its guess says that fits in
+        the cap; a failure is left to its own first run (or its skip) to tell."""
+        probe = self.window_counts([name], question, head)
+        if name not in probe:
+            return
+        paced_s = self.first_run_s(name, probe[name].count, probe[name].full)[0]
+        if not rule.within_cap(time.perf_counter() - started, min(paced_s, self.size_guess_s(name, 1))):
+            return
+        timed = time.perf_counter()
+        try:
+            run(question, head)
+        except Exception as exc:
+            log.debug("%s: no pace from the passage's start: %s", name, exc)
+            return
+        ms = (time.perf_counter() - timed) * 1000
+        self._paces[name] = Pace(ms / max(probe[name].full, 1e-6), probe[name].full)
+
+    def first_run_s(self, name: str, windows: int, full: float) -> tuple[float, bool]:
+        """How long ``name``'s first run on ``windows`` windows (``full`` full windows of tokens) should take, in
+        seconds, and whether that is from its own pace (False: guessed from its size, before it answered anything)."""
+        pace = self._paces.get(name)
+        if pace is not None:
+            return pace.ms_per_window * full / 1000, True
+        return self.size_guess_s(name, windows), False
+
+    def size_guess_s(self, name: str, windows: int) -> float:
+        """Seconds ``windows`` windows should take ``name`` by its size alone (:data:`GUESS_MS_PER_WINDOW_MB`)."""
+        loaded = self.variants.get(name)
+        mb = loaded.model.size_bytes / 1e6 if loaded is not None and loaded.model is not None else 0.0
+        return GUESS_MS_PER_WINDOW_MB * mb * windows / 1000
 
     def _timed(
         self, result: VariantResult, call: Callable[[], Answer]
@@ -160,3 +296,18 @@ def _keep_run(result: VariantResult, ms: float, cpu: tuple[float, float | None] 
     if cpu is not None:
         result.cpu_runs.append(cpu[0])
         result.wait_runs.append(cpu[1])
+
+
+def skip_words(first_s: float, paced: bool, cap_s: float, alone: bool, context: str) -> str:
+    """Why a variant was skipped and what brings it in: leaving out the others (when it would fit alone, answering
+    first), or a shorter passage (about as much as would fit)."""
+    how = "at its pace on the latest question" if paced else "guessed from its size: it has not answered yet"
+    said = f"Skipped: its answer would take about {first_s:.0f} s ({how}), past the {cap_s:g} s one request may take"
+    if alone:
+        return (
+            f"{said}, after the variants before it. Leave out the others to get its answer (the Ask tab's “Leave "
+            "out”, or POST /v1/answer with its name)."
+        )
+    fits = int(len(context) * cap_s / first_s) // 100 * 100
+    learn = "" if paced else " (or a short question first, which measures its pace)"
+    return f"{said}. Ask about a shorter passage: about {fits:,} characters would fit{learn}."

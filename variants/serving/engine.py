@@ -46,7 +46,7 @@ from variants.core import config
 from variants.core import spec as specs
 from variants.serving.asking import TimedAsking
 from variants.serving.batching import Batcher, BatcherClosed, BatchingConfig
-from variants.serving.build_status import BuildStatus, fetch_words
+from variants.serving.build_status import FAILED, BuildStatus, fetch_words
 from variants.serving.outcome import (
     VariantResult,
     describe_error,
@@ -119,7 +119,7 @@ class Engine(TimedAsking):
             raise ValueError(f"max_context_chars must be at least 1, not {self.max_context_chars}")
         self._builder = VariantBuilder(self.device, self.cache_dir)
         self._lock = threading.Lock()  # one load (start-up or an added variant) at a time
-        self._paces: dict[str, float] = {}  # each variant's ms per character on its latest question (run_order)
+        self._paces: dict = {}  # each variant's pace on its latest question (asking.Pace: run_order, the cap)
         self.status = BuildStatus(self.specs, self.preset)  # each variant's build: queued, building, ready, failed
 
     # --- loading ------------------------------------------------------------------------------
@@ -428,7 +428,7 @@ class Engine(TimedAsking):
             latency_only=spec.latency_only,
         )
         if not loaded.ok:
-            result.error = loaded.error or "not loaded"
+            result.error, result.state = loaded.error or "not loaded", FAILED
             return result, None
         model = loaded.model
         result.device, result.provider, result.dtype = model.device, model.provider, model.dtype

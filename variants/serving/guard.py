@@ -8,8 +8,9 @@ them counts or times on its own.
 - :func:`request_rule`: the most one request may ask of the models, the same caps for every caller (the Ask
   tab's settings, the gradio ``/answer`` API, ``POST /v1/answer`` and its Ray Serve routes): at most
   :data:`MAX_RUNS` timed runs per variant and :data:`MAX_BUDGET_S` seconds of budget, a budget of 0 or none being
-  the cap, never "unbounded". With the timing rule's own bound (the budget plus one run per variant,
-  :class:`~variants.answering.timing.TimingRule`), that bounds the model time of any one request.
+  the cap, never "unbounded"; and the whole call's model time, first runs included, within the same
+  :data:`MAX_BUDGET_S` (``TimingRule.cap_s``: a variant whose first run would end past it, predicted from its pace
+  and the passage's windows, is skipped before it starts, :mod:`variants.serving.asking`).
 
 - :class:`ModelLine`: requests that wait for the models, in a line of their own with a bounded length; one more
   is refused at once, saying how long to wait, instead of waiting in the server's shared thread pool. One visitor
@@ -31,9 +32,10 @@ import math
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -101,13 +103,52 @@ def wait_words(seconds: float) -> str:
     return f"about {round(seconds / 60)} minutes"
 
 
+class FairTurns:
+    """``slots`` turns handed out first come, first served (thread-safe). A ``threading.Semaphore`` is not: a
+    thread that releases it and asks again at once (a long run's next chunk) takes it back before a thread that
+    waited meanwhile wakes, so a question asked during a long run waited for the whole run's model time, not one
+    chunk's."""
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._order: deque[object] = deque()
+        self._cond = threading.Condition()
+
+    def acquire(self) -> None:
+        me = object()
+        with self._cond:
+            self._order.append(me)
+            try:
+                while not (self._free and self._order[0] is me):
+                    self._cond.wait()
+            except BaseException:
+                self._order.remove(me)
+                self._cond.notify_all()
+                raise
+            self._order.popleft()
+            self._free -= 1
+            self._cond.notify_all()  # with more slots, the next in line may go too
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Threads waiting for a turn now."""
+        with self._cond:
+            return len(self._order)
+
+
 @dataclass
 class ModelLine:
     """Requests waiting their turn at the models, in a line of their own: ``slots`` run at once, at most
     ``max_waiting`` wait, and one more is refused at once (:class:`Refused`, status 429) with how long the line
     takes to clear, from the mean time of the last turns. ``name`` says what waits ("question", "request"). A
     request that names its ``visitor`` (:func:`visitor`) is also refused when that visitor holds ``per_visitor``
-    places already (waiting or on the models), saying so.
+    places already (waiting or on the models), saying so. Turns go in the order they were asked for
+    (:class:`FairTurns`): a long run's next chunk waits behind a question that came while its last chunk ran.
 
     :meth:`turn` is the blocking form (a worker thread waits its turn); :meth:`run` the async one: it admits or
     refuses on the event loop and waits in a thread counted by the line's own limiter, never in the server's
@@ -124,11 +165,11 @@ class ModelLine:
     _held: dict[str, int] = field(default_factory=dict, init=False)  # places each visitor holds, tickets included
     _mean_s: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _turns: threading.Semaphore = field(init=False)
+    _turns: FairTurns = field(init=False)
     _limiter: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self._turns = threading.Semaphore(self.slots)
+        self._turns = FairTurns(self.slots)
 
     @property
     def waiting(self) -> int:
@@ -380,13 +421,16 @@ def request_rule(runs: int, budget_s: float | None, warmup: bool = True) -> Timi
 
     One run without a warm-up is the request as served (:data:`~variants.answering.timing.SERVED`): no
     budget to cap, it times every variant's one answer.
+
+    Every rule it gives caps the call's whole model time at :data:`MAX_BUDGET_S`, first runs included
+    (``TimingRule.cap_s``): a variant whose first run would end past it is skipped before it starts.
     """
     if runs < 1:
         raise ValueError(f"runs must be at least 1, not {runs}")
     if budget_s is not None and (math.isnan(budget_s) or budget_s < 0):
         raise ValueError(f"budget_s must be 0 or more seconds, not {budget_s}")
     if runs == 1 and not warmup:
-        return SERVED
+        return replace(SERVED, cap_s=MAX_BUDGET_S)
     notes = []
     if runs > MAX_RUNS:
         notes.append(f"runs capped at {MAX_RUNS} ({runs} asked)")
@@ -395,4 +439,6 @@ def request_rule(runs: int, budget_s: float | None, warmup: bool = True) -> Timi
     elif not budget_s:
         notes.append(f"budget: the {MAX_BUDGET_S:g} s cap (no limit asked)")
     budget = min(budget_s, MAX_BUDGET_S) if budget_s else MAX_BUDGET_S  # 0 or none: the most allowed
-    return TimingRule(runs=min(runs, MAX_RUNS), budget_s=budget, warmup=warmup, note="; ".join(notes))
+    return TimingRule(
+        runs=min(runs, MAX_RUNS), budget_s=budget, warmup=warmup, note="; ".join(notes), cap_s=MAX_BUDGET_S
+    )

@@ -80,6 +80,13 @@ class AnswerRequest(BaseModel):
     )
 
 
+class PendingVariant(BaseModel):
+    variant: str
+    label: str
+    state: str = Field(description="its build: queued or building")
+    step: str = Field("", description="while building: the build step it is at, e.g. 'export to ONNX'")
+
+
 class AnswerResponse(BaseModel):
     variant: str
     answer: str
@@ -101,6 +108,11 @@ class AnswerResponse(BaseModel):
     )
     busy: bool = Field(False, description="the machine was busy while timing: latency_ms is unreliable")
     notice: str = Field("", description="one line about the input, e.g. that it is not English")
+    pending: list[PendingVariant] = Field(
+        default_factory=list,
+        description="the preset's variants not built yet (while the app builds), so that a variant not listed "
+        "anywhere is not in this preset",
+    )
 
 
 class VariantInfo(BaseModel):
@@ -109,6 +121,8 @@ class VariantInfo(BaseModel):
     ok: bool = Field(description="built and answering")
     error: str | None = Field(description="why it failed to build, when it did")
     calibrated_threshold: float | None = Field(description="its 'no answer' threshold tuned on SQuAD v2, if any")
+    state: str = Field("ready", description="its build: ready, failed, or (not ok yet) queued or building")
+    step: str = Field("", description="while building: the build step it is at, e.g. 'export to ONNX'")
 
 
 class Refusal(BaseModel):
@@ -125,11 +139,15 @@ REFUSALS: dict[int | str, dict] = {  # what the routes really answer besides 200
 }
 ANSWER_REFUSALS: dict[int | str, dict] = REFUSALS | {
     400: {"model": Refusal, "description": "The body could not be read (not UTF-8)"},
-    404: {"model": Refusal, "description": "No such variant"},
-    422: {"model": Refusal, "description": "Not a valid request: what is wrong, in one sentence"},
+    404: {"model": Refusal, "description": "No such variant in this preset"},
+    422: {
+        "model": Refusal,
+        "description": "Not a valid request, or a passage too long for the variant within the 30 s a request may "
+        "take: what is wrong, in one sentence",
+    },
     429: {"model": Refusal, "description": "The line for the models is full: try again later", "headers": RETRY_AFTER},
     500: {"model": Refusal, "description": "The variant failed to answer"},
-    503: {"model": Refusal, "description": "No variant is loaded yet"},
+    503: {"model": Refusal, "description": "No variant is ready yet, or the one asked for is still building"},
 }
 
 
@@ -160,8 +178,22 @@ def default_variant(engine: Engine) -> str:
     headline = [v.spec.name for v in engine.loaded if v.ok and v.spec.headline]
     loaded = [v.spec.name for v in engine.loaded if v.ok]
     if not loaded:
-        raise HTTPException(503, "no variant is loaded")
+        coming = engine.not_ready()
+        detail = f"No variant is ready yet{building_words(coming)}." if coming else "No variant is loaded."
+        raise HTTPException(503, detail)
     return (headline or loaded)[-1]
+
+
+def building_words(pending: list[VariantResult]) -> str:
+    """': 3 are still building (baseline: export to ONNX; ...); ask again in a moment', or ''."""
+    if not pending:
+        return ""
+    said = "; ".join(f"{r.variant}: {r.step or r.state}" for r in pending)
+    return f": {len(pending)} still building ({said}); ask again in a moment"
+
+
+def pending_variants(engine: Engine) -> list[PendingVariant]:
+    return [PendingVariant(variant=r.variant, label=r.label, state=r.state, step=r.step) for r in engine.not_ready()]
 
 
 def request_threshold(request: AnswerRequest) -> NullThreshold | None:
@@ -241,20 +273,39 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
 
     @api.get("/variants", responses=REFUSALS)
     def variants() -> list[VariantInfo]:
-        return [
+        """The variants loaded (``state`` ready, or failed with ``error``), then those still building (not ok)."""
+        loaded = [
             VariantInfo(
                 name=v.spec.name,
                 label=v.spec.label,
                 ok=v.ok,
                 error=v.error,
                 calibrated_threshold=v.calibrated_threshold,
+                state="ready" if v.ok else "failed",
             )
             for v in engine.loaded
         ]
+        building = [
+            VariantInfo(
+                name=r.variant,
+                label=r.label,
+                ok=False,
+                error=r.error,
+                calibrated_threshold=None,
+                state=r.state,
+                step=r.step,
+            )
+            for r in engine.not_ready()
+        ]
+        return loaded + building
 
     async def answer(request: AnswerRequest, http: Request) -> AnswerResponse:
         name = request.variant or default_variant(engine)
         if name not in engine.variants:
+            coming = [r for r in engine.not_ready() if r.variant == name]
+            if coming and coming[0].pending:  # in the preset, not built yet: say so, not "no such variant"
+                step = coming[0].step or coming[0].state
+                raise HTTPException(503, f"{name} is not built yet ({step}); ask again in a moment.")
             raise HTTPException(404, f"No variant {excerpt(name)}; loaded: {', '.join(sorted(engine.variants))}.")
         try:
             threshold = request_threshold(request)
@@ -268,9 +319,11 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
         except Refused as exc:  # the line is full
             headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
             raise HTTPException(exc.status, str(exc), headers=headers) from None
+        if result.skipped:  # its answer would have ended past the request's cap: the passage is too long for it
+            raise HTTPException(422, result.error)
         if result.error:
             raise HTTPException(500, result.error)
-        return answer_response(result)
+        return answer_response(result).model_copy(update={"pending": pending_variants(engine)})
 
     def answer_with(
         name: str, request: AnswerRequest, rule: TimingRule, threshold: NullThreshold | None

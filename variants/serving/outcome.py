@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from variants.answering.qa import Answer, InputError
 from variants.answering.timing import TimingRule, busy, speedup, spread, stretch
 from variants.building.sources import SourceUnavailable
+from variants.serving.build_status import FAILED, QUEUED, READY, VariantStatus
 
 MAX_MESSAGE_CHARS = 300  # an error on a card is one line, at most this long
 
@@ -23,7 +24,10 @@ class VariantResult:
     slowest as the spread; ``runs_asked`` is the most asked for and ``budget_s`` the time budget that can
     make k smaller (``budget_cut``: it did); ``first_timed``: its first run is among the k, not warmed up;
     ``timing`` says what was done in words. ``speedup`` is the baseline's median over this
-    variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed.
+    variant's (:func:`~variants.answering.timing.speedup`). ``pending``: answered, still being timed; or, with
+    ``state`` "queued" or "building" (and the build ``step`` it is at, in the page's words), not built yet: an API
+    lists every variant of the preset, so a client tells "not built yet" from "not in this preset"
+    (:func:`build_result`). ``skipped``: not run, its first run would have ended past the request's cap.
 
     How busy the machine was (:func:`~variants.answering.timing.cpu_clock`): ``cpu_runs`` is the process's CPU
     time during each timed run and ``wait_runs`` how long its threads waited for a CPU meanwhile (ms, None
@@ -63,11 +67,14 @@ class VariantResult:
     pending: bool = False  # answered; the timed runs are still going
     first_timed: bool = False  # its first run is its first timed run (long enough not to need a warm-up, or no room)
     budget_cut: bool = False  # it gave up timed runs: the next would have ended past the time budget
+    skipped: bool = False  # not run: its first run would have ended past the request's cap (``error`` says why)
     cpu_runs: list[float] = field(default_factory=list)  # the process's CPU time during each timed run, ms
     wait_runs: list[float | None] = field(default_factory=list)  # its threads' wait for a CPU meanwhile, ms
     stretch: float | None = None  # the median run's (CPU + wait) / CPU: 1.0 on an idle machine
     busy: bool = False  # stretch above BUSY_ABOVE: the latency and the speedup are unreliable
     notice: str = ""  # one line about the input every interface shows, e.g. that it is not English
+    state: str = READY  # its build: ready (answered, or failed to load: ``error``), queued, building or failed
+    step: str = ""  # while building: the step it is at, in the page's words ("export to ONNX")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -82,6 +89,18 @@ class AskProgress:
     phase: str
     rounds: int
     rule: TimingRule
+
+
+def build_result(name: str, label: str, status: VariantStatus | None) -> VariantResult:
+    """The result of a variant of the preset that is not loaded yet: ``pending`` with its build ``state`` and
+    ``step`` while it is queued or building, its build's error once that failed."""
+    state = status.state if status is not None else QUEUED
+    result = VariantResult(name, label, state=state, step=status.step_words() if status and status.step else "")
+    if state == FAILED:
+        result.error = status.error or "Its build failed."
+    else:
+        result.pending = True
+    return result
 
 
 def fill_answer(result: VariantResult, ans: Answer) -> None:

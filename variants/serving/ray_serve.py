@@ -36,7 +36,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +157,7 @@ class VariantDeployment:
             rule = request_rule(request.runs, request.budget_s, request.warmup)
         except (InputError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
-        if rule == SERVED:  # one run as served: it may share a batch with other requests
+        if rule == replace(SERVED, cap_s=rule.cap_s):  # one run as served: it may share a batch with other requests
             result = await self.answer_batch((request.question, request.context, threshold))
         else:  # timed runs asked for: timed alone, by the engine's rule, as the in-process route does
             result = await asyncio.to_thread(self._one, request.question, request.context, threshold, rule)
@@ -195,6 +195,8 @@ class VariantDeployment:
             result = self.engine.answer_one(self.name, question, context, null_threshold=threshold, rule=rule)
         except InputError as exc:
             return exc
+        if result.skipped:  # past the request's cap: the passage is too long for this variant
+            return InputError(result.error or "")
         return result.error or answer_response(result)
 
     def _response(self, ans: Any, latency_ms: float, batch: int) -> AnswerResponse:
