@@ -73,8 +73,9 @@ def test_a_table_says_what_it_holds_and_names_each_row() -> None:
     ]
     tags = table.attrs
     assert [a.get("scope") for t, a in tags if t == "th"] == ["col"] * 5 + ["row"] * 2  # headers, then row names
-    region = tags[0][1]
-    assert tags[0][0] == "div" and region["role"] == "region" and region["tabindex"] == "0"
+    title, region = tags[0][1], tags[1][1]  # the words above the table for the eye, the caption for a reader
+    assert title == {"class": "qa-table-title", "aria-hidden": "true"} and "Per variant &lt;i&gt;</div>" in html
+    assert tags[1][0] == "div" and region["role"] == "region" and region["tabindex"] == "0"
     assert region["aria-label"] == "Per variant <i>"
     numeric = [a.get("class") == "num" for t, a in tags if t == "th" and a.get("scope") == "col"]
     assert numeric == [False, True, True, False, True]  # numbers (and text that is a number) to the right

@@ -67,6 +67,15 @@ PAGE_CSS = """
 .gradio-container textarea[rows="1"] { field-sizing: content; width: 100%; }
 /* A record's name longer than its chooser ends in an ellipsis before the chevron, not under it. */
 #bench-record input { text-overflow: ellipsis; padding-right: 28px; }
+/* A table's block (ui/tables.py) gives its width to the table: Gradio's 12 px a side left a phone 302 px of it,
+   short of the name and three numbers (320 px). */
+.qa-table-block .html-container { padding-left: 0; padding-right: 0; }
+/* Wider than a phone, a table's columns take the room their words need (a name on one line where there is room):
+   the fixed widths are a phone's. */
+@media (min-width: 720px) {
+  .qa-table-block table.qa-table { table-layout: auto !important; width: auto !important; }
+  .qa-table-block table.qa-table col { width: auto !important; }
+}
 /* On a phone the four tabs fit on one line with less padding (Gradio's 16 px a side put "Your questions" and
    "About" under a "···" menu at 390 px; with 4 px they fit down to 360 px). */
 @media (max-width: 480px) { .tab-container button { padding: 0 6px; } }

@@ -22,7 +22,10 @@ NUMERIC_START = (*"0123456789$–−+-.", "free")  # a text cell that holds a nu
 TABLE_CSS = """
 .qa-scroll table.qa-table { border-collapse: separate; border-spacing: 0; table-layout: fixed; margin: 0; border: 0;
   font-size: var(--text-sm); color: var(--body-text-color); }
-.qa-scroll table.qa-table caption { text-align: left; font-weight: 600; padding: 4px 2px 8px; }
+.qa-table-title { font-weight: 600; font-size: var(--text-sm); padding: 4px 0 8px; color: var(--body-text-color); }
+.qa-scroll { position: relative; }
+.qa-scroll table.qa-table caption { position: absolute; width: 1px; height: 1px; overflow: hidden;
+  clip-path: inset(50%); white-space: nowrap; }
 .qa-scroll table.qa-table th, .qa-scroll table.qa-table td { padding: 6px 8px; border: 0;
   border-bottom: 1px solid var(--border-color-primary); vertical-align: top; text-align: left;
   word-break: normal; overflow-wrap: normal; background: var(--background-fill-primary); }
@@ -97,9 +100,12 @@ def table_html(table, caption: str, widths: list[str] | None = None, region: str
         + f"<tbody>{body}</tbody></table>"
     )
     scroll = "overflow-y: auto; max-height: " + max_height if max_height else ""
-    return scroll_region(html, region or caption, scroll)
+    # the caption names the table for a screen reader; the eye reads the same words above the region, which stay
+    # in view while a phone scrolls the table sideways (a caption scrolls with it)
+    title = f'<div class="qa-table-title" aria-hidden="true">{esc(caption)}</div>'
+    return title + scroll_region(html, region or caption, scroll)
 
 
 def table_block(value: str = "", **kwargs) -> gr.HTML:
     """The component that shows a :func:`table_html` (its styles travel with it, as every HTML block's)."""
-    return html_block(value, css=BANNER_CSS + TABLE_CSS, **kwargs)
+    return html_block(value, css=BANNER_CSS + TABLE_CSS, elem_classes=["qa-table-block"], **kwargs)
