@@ -247,15 +247,14 @@ PLACEHOLDER_FITS = """() => {
   copy.remove();
   return height + 1 >= needed;
 }"""
-CUT_HEADERS = """() => [...document.querySelectorAll('#bench-table th .header, .qa-table th .header')]
+CUT_HEADERS = """() => [...document.querySelectorAll('.qa-table thead th')]
   .filter(h => h.offsetParent && h.scrollWidth > h.clientWidth + 1).map(h => h.textContent)"""
 COLUMNS_IN_VIEW = """() => {
-  const view = document.querySelector('#bench-table .virtual-table-viewport') || document.querySelector('#bench-table');
-  const right = view.getBoundingClientRect().right + 1;
-  return [...document.querySelectorAll('#bench-table th')].filter(h => h.offsetParent)
+  const right = document.querySelector('#bench-table .qa-scroll').getBoundingClientRect().right + 1;
+  return [...document.querySelectorAll('#bench-table thead th')]
     .filter(h => h.getBoundingClientRect().right <= right).map(h => h.innerText.trim());
 }"""
 TABLE_SCROLLS = """() => {
-  const view = document.querySelector('#bench-table .virtual-table-viewport');
+  const view = document.querySelector('#bench-table .qa-scroll');
   return view.scrollWidth > view.clientWidth + 1;
 }"""

@@ -57,7 +57,8 @@ from .record_table import (
     table_widths,
     write_csv,
 )
-from .styles import fixed_widths, html_block, table_look
+from .styles import fixed_widths, html_block
+from .tables import table_block, table_html
 from .text import esc
 
 log = logging.getLogger(__name__)
@@ -171,12 +172,30 @@ def quick_status(run: Any | None) -> str:
 
 
 def select_outputs(record: Record | None, note: str, view: str, price=None, key: str | None = None) -> tuple:
-    """What the tab shows for ``record``: header, scatter, the tables (with their column widths), sweep and the
-    download button, the cost at ``price`` (the number box's value) where set."""
-    header, scatter, table, every, *shown, csv = benchmark_outputs(record, note, view, read_price(price), key)
-    table = gr.Dataframe(table, column_widths=table_widths(table), label=table_label(view))
-    every = gr.Dataframe(every, column_widths=table_widths(every), label=table_label(view))
-    return (header, scatter, table, every, *shown, gr.DownloadButton(value=csv, interactive=csv is not None))
+    """What the tab shows for ``record``: header, scatter, the tables (as HTML, :func:`shown_tables`), sweep and
+    the download button, the cost at ``price`` (the number box's value) where set."""
+    header, scatter, table, every, sweep, why, profile, long_note, long, csv = benchmark_outputs(
+        record, note, view, read_price(price), key
+    )
+    table, every, profile, long = shown_tables(view, table, every, profile, long)
+    download = gr.DownloadButton(value=csv, interactive=csv is not None)
+    return (header, scatter, table, every, sweep, why, profile, long_note, long, download)
+
+
+PROFILE_WIDTHS = fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"})
+LONG_WIDTHS = fixed_widths(LONG_COLUMNS, first="150px", default="96px")  # as the main table: a phone's width
+
+
+def shown_tables(view: str, table, every, profile, long) -> tuple[str, str, str, str]:
+    """The tab's four tables (DataFrames from :func:`benchmark_outputs`) as the page shows them: read-only HTML
+    tables (:func:`ui.tables.table_html`) with the widths each had, the variant's name leading each row."""
+    label = table_label(view)
+    return (
+        table_html(table, label, table_widths(table)),
+        table_html(every, label + " · every column", table_widths(every)),
+        table_html(profile, "Time per question, split", PROFILE_WIDTHS),
+        table_html(long, "What a long passage costs", LONG_WIDTHS),
+    )
 
 
 # What makes a report of a record: (engine, record, view, note, dollars per hour or None) -> the file's path.
@@ -240,27 +259,17 @@ def benchmark_tab(
             scatter = gr.Plot(scatter0, show_label=False, elem_id="bench-scatter")
         with gr.Column(min_width=480):
             sweep = gr.Plot(sweep0, show_label=False, elem_id="bench-seqlen")
-    table = gr.Dataframe(
-        table0,
-        label=table_label(DEFAULT_VIEW),
-        interactive=False,
-        wrap=True,
-        column_widths=table_widths(table0),
-        pinned_columns=1,  # the variant's name stays in view while a phone scrolls the numbers sideways
-        elem_id="bench-table",
-    )
+    table0, every0, profile0, long0 = shown_tables(DEFAULT_VIEW, table0, every0, profile0, long0)
+    # the variant's name stays in view while a phone scrolls the numbers sideways (a sticky first column)
+    table = table_block(table0, elem_id="bench-table")
     with gr.Accordion("Every column", open=False, elem_id="bench-every"):
-        every = gr.Dataframe(
-            every0, label=table_label(DEFAULT_VIEW), **table_look(table_widths(every0)), elem_id="bench-every-table"
-        )
+        every = table_block(every0, elem_id="bench-every-table")
     with gr.Accordion("Where the time goes", open=False, elem_id="bench-profile"):
         why = gr.Markdown(profile_note0)
-        widths = fixed_widths(PROFILE_COLUMNS, wider={"GFLOP per question": "88px"})
-        profile = gr.Dataframe(profile0, label="Time per question, split", **table_look(widths))
+        profile = table_block(profile0, elem_id="bench-profile-table")
     with gr.Accordion("Long passages", open=False, elem_id="bench-long"):
         long_note = gr.Markdown(long_note0)
-        widths = fixed_widths(LONG_COLUMNS, first="150px", default="96px")  # as the main table: a phone's width
-        long_table = gr.Dataframe(long0, label="What a long passage costs", **table_look(widths))
+        long_table = table_block(long0, elem_id="bench-long-table")
     with gr.Row(equal_height=True):
         n = gr.Slider(
             10,

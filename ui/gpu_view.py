@@ -15,7 +15,8 @@ from variants.records.results import records_to_frame
 
 from .cards import plain_runtime
 from .charts import gpu_latency_figure, gpu_throughput_figure
-from .styles import fixed_widths, html_block, table_look
+from .styles import fixed_widths, html_block
+from .tables import table_block, table_html
 from .text import count, esc
 
 HOW_TO = "<code>python -m variants gpu-report</code> on a GPU machine (see <code>docs/gpu.md</code>)"
@@ -292,9 +293,14 @@ WIDE_COLUMNS = {"How it ran": "100px", "Preset": "96px", "tokens": "64px", "mode
                 "pruned ÷ baseline": "84px"}  # fmt: skip
 
 
-def gpu_table(table) -> dict[str, Any]:
-    """A GPU table's display settings: the tab's (:func:`ui.styles.table_look`), with widths for its headers."""
-    return table_look(fixed_widths(list(table.columns), first="84px", default="68px", wider=WIDE_COLUMNS))
+def gpu_table(table, caption: str, tall: bool = True) -> str:
+    """A GPU table as the page shows it (:func:`ui.tables.table_html`): widths for its headers, at most 360 px tall
+    (``tall``) under a header that stays."""
+    widths = fixed_widths(list(table.columns), first="84px", default="68px", wider=WIDE_COLUMNS)
+    return table_html(table, caption, widths, max_height="360px" if tall else "")
+
+
+BENCH_WIDTHS = fixed_widths(list(BENCH_HEADERS.values()), wider={"answerable F1": "84px", "runs on": "200px"})
 
 
 def gpu_section(folder: Path | None = None, bench: Record | None = None) -> GpuShown:
@@ -326,22 +332,20 @@ def gpu_section(folder: Path | None = None, bench: Record | None = None) -> GpuS
         html_block(shown.header, elem_id="bench-gpu-header")
         if bench_table is not None:
             html_block(f'<div class="qa-record">{bench_note}</div>', elem_id="bench-gpu-bench-note")
-            gr.Dataframe(bench_table, label="F1 against latency on the GPU", interactive=False, wrap=True,
-                         elem_id="bench-gpu-bench")  # fmt: skip
+            table_block(
+                table_html(bench_table, "F1 against latency on the GPU", BENCH_WIDTHS), elem_id="bench-gpu-bench"
+            )
         if shown.latency is not None:
             gr.Plot(shown.latency, show_label=False, elem_id="bench-gpu-latency")
-            gr.Dataframe(shown.latency_table, label="Batch-1 latency per length", max_height=360,
-                         elem_id="bench-gpu-table", **gpu_table(shown.latency_table))  # fmt: skip
+            table_block(gpu_table(shown.latency_table, "Batch-1 latency per length"), elem_id="bench-gpu-table")
         if record is not None:
             html_block(f'<div class="qa-record">{shown.throughput_note}</div>', elem_id="bench-gpu-throughput-note")
         if shown.throughput is not None:
             gr.Plot(shown.throughput, show_label=False, elem_id="bench-gpu-throughput")
-            gr.Dataframe(shown.throughput_table, label="Questions per second", max_height=360,
-                         **gpu_table(shown.throughput_table))  # fmt: skip
+            table_block(gpu_table(shown.throughput_table, "Questions per second"))
         if shown.pruning_table is not None:
-            pruning = shown.pruning_table
-            gr.Dataframe(pruning, label="Where pruning pays", max_height=360, **gpu_table(pruning))
+            table_block(gpu_table(shown.pruning_table, "Where pruning pays"))
         if shown.served_table is not None:
             html_block(f'<div class="qa-record">{shown.served_note}</div>')
-            gr.Dataframe(shown.served_table, label="Served latency", **gpu_table(shown.served_table))
+            table_block(gpu_table(shown.served_table, "Served latency", tall=False))
     return shown

@@ -67,12 +67,15 @@ PAGE_CSS = """
 .gradio-container textarea[rows="1"] { field-sizing: content; width: 100%; }
 /* A record's name longer than its chooser ends in an ellipsis before the chevron, not under it. */
 #bench-record input { text-overflow: ellipsis; padding-right: 28px; }
-/* The benchmark table: the page's font, small (narrower than Gradio's monospace: a phone shows four columns),
-   headers wrapped between words only (with break-word "answerable" broke as "answerab / le"); column widths are
-   set with the table. */
-#bench-table th, #bench-table .body-cell, .qa-table th, .qa-table .body-cell { font-family: var(--font);
-  font-size: var(--text-sm); }
-#bench-table th .header, .qa-table th .header { word-break: normal; overflow-wrap: normal; }
+/* A table's block (ui/tables.py) gives its width to the table: Gradio's 12 px a side left a phone 302 px of it,
+   short of the name and three numbers (320 px). */
+.qa-table-block .html-container { padding-left: 0; padding-right: 0; }
+/* Wider than a phone, a table's columns take the room their words need (a name on one line where there is room):
+   the fixed widths are a phone's. */
+@media (min-width: 720px) {
+  .qa-table-block table.qa-table { table-layout: auto !important; width: auto !important; }
+  .qa-table-block table.qa-table col { width: auto !important; }
+}
 /* On a phone the four tabs fit on one line with less padding (Gradio's 16 px a side put "Your questions" and
    "About" under a "···" menu at 390 px; with 4 px they fit down to 360 px). */
 @media (max-width: 480px) { .tab-container button { padding: 0 6px; } }
@@ -92,18 +95,6 @@ def fixed_widths(headers, first: str = "108px", default: str = "72px", wider: di
     pinned name and a header wraps between words, never within one (Gradio's own widths broke "tokens")."""
     wider = wider or {}
     return [first if i == 0 else wider.get(h, default) for i, h in enumerate(headers)]
-
-
-def table_look(widths: list[str]) -> dict:
-    """A read-only table's display settings on the Benchmark tab: its first column (what ran) pinned while a phone
-    scrolls the numbers sideways, fixed ``widths`` (:func:`fixed_widths`), the tab's table style."""
-    return {
-        "interactive": False,
-        "wrap": True,
-        "pinned_columns": 1,
-        "column_widths": widths,
-        "elem_classes": ["qa-table"],
-    }
 
 
 def theme() -> gr.themes.Base:
