@@ -373,7 +373,7 @@ def test_the_benchmark_tab_shows_the_gpu_section(tmp_path: Path) -> None:
     """The tab as app.py builds it, with no CPU record and one GPU record in the results folder's gpu/."""
     (tmp_path / "gpu").mkdir()
     shutil.copy(H200, tmp_path / "gpu" / H200.name)
-    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)  # no record for it: nothing more asked
+    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict, specs=[])  # no record for it
     with gr.Blocks() as demo:
         benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", start_quick=lambda *a, **k: None)
     ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
@@ -425,7 +425,7 @@ def test_a_bench_record_measured_on_a_gpu_is_picked_on_a_gpu_and_shown_in_the_gp
     assert len(table) == len(ok) + 1 + len(on_gpu["peers"])  # the variants, the pipeline, the other peers
     assert table["runs on"][0] == "GPU · PyTorch · 32-bit floats"  # plain words, as the cards write them
     assert list(table["F1"][: len(ok)]) == pytest.approx([e["accuracy"]["pipeline"]["f1"] for e in ok], abs=0.006)
-    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict)
+    engine = SimpleNamespace(preset="embedded", device="cpu", weights=dict, specs=[])
     with gr.Blocks() as demo:
         benchmark_tab(engine, tmp_path, {}, tmp_path / "sample.json", start_quick=lambda *a, **k: None)
     ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]

@@ -51,7 +51,7 @@ def test_small_load(load_test, batching, tiny_qa_dir, tiny_pruned_dir, artifacts
     demo = app.build_demo(engine, results_dir=tmp_path, concurrency_limit=CLIENTS if batching else 1)
     out = tmp_path / "load.json"
     argv = ["--clients", str(CLIENTS), "--requests", str(REQUESTS), "--pairs", "6", "--timeout-s", "120"]
-    with running(demo) as url:
+    with running(demo, trusted_proxies="127.0.0.1") as url:  # each client a visitor of its own (X-Forwarded-For)
         status = load_test.main(["--url", url, "--pid", str(os.getpid()), "--out", str(out), *argv])
     if batching:
         stats = engine.batch_stats()
@@ -129,7 +129,7 @@ def test_small_soak(engine_for_soak, tmp_path) -> None:
     demo = app.build_demo(engine_for_soak, results_dir=tmp_path)
     out = tmp_path / "soak.json"
     argv = ["--clients", "2", "--requests", "12", "--every", "4", "--warmup", "4", "--pairs", "8"]
-    with running(demo) as url:
+    with running(demo, trusted_proxies="127.0.0.1") as url:
         soak.main(["--url", url, "--pid", str(os.getpid()), "--out", str(out), "--label", "tiny", *argv])
     record = json.loads(out.read_text(encoding="utf-8"))
     run = record["modes"]["tiny"]

@@ -152,15 +152,25 @@ class RssSampler:
 # --- clients --------------------------------------------------------------------------------------
 
 
+def client_address(n: int) -> str:
+    """The address load client ``n`` (0-based) says it comes from, in 198.51.0.0/16 (198.51.100.0/24 is TEST-NET-2,
+    for documentation): only a header names it, nothing is sent there."""
+    return f"198.51.{100 + n // 254}.{1 + n % 254}"
+
+
 def drive(url: str, pairs: list[Pair], clients: int, requests: int, timeout_s: float, handle: Handler) -> dict:
     """Send ``requests`` requests (the pairs in turn) from ``clients`` concurrent clients.
 
     ``handle(i, results_or_exception, ms)`` is called for each request, one call at a time (under a
     lock). No request is sent after ``timeout_s``. Returns how many were sent and the wall time.
+
+    Each client says it is a visitor of its own (``X-Forwarded-For``, :func:`client_address`): an app that trusts
+    this machine as its proxy (``--trusted-proxy 127.0.0.1``) counts them as that many visitors; any other app counts
+    them as one, whose few places in the models' line (variants.serving.guard) refuse the rest.
     """
     from gradio_client import Client  # noqa: PLC0415
 
-    pool = [Client(url, verbose=False) for _ in range(clients)]
+    pool = [Client(url, verbose=False, headers={"X-Forwarded-For": client_address(n)}) for n in range(clients)]
     lock = threading.Lock()
     state = {"next": 0}
     deadline = time.monotonic() + timeout_s
@@ -238,6 +248,7 @@ def app_command(args: argparse.Namespace, port: int, batching: bool) -> list[str
     """The ``app.py`` command line for :func:`add_launch_arguments`' options, on 127.0.0.1:``port``."""
     cmd = [sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--device", args.device, "--max-queue", str(max(32, args.clients + 8))]
+    cmd += ["--trusted-proxy", "127.0.0.1"]  # each client a visitor of its own (its X-Forwarded-For, see drive)
     for flag in ("preset", "baseline", "pruned", "variants", "cache_dir"):
         if getattr(args, flag):
             cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
