@@ -4,7 +4,7 @@ on (the tabs driven in headless Chromium, as a visitor would). A long run takes 
 a second) at a time, so a question should wait about one chunk: the target is a median at most 1.5 times the idle
 median, on a quiet machine.
 
-    python app.py --port 7874 &                 # the app under test, embedded preset, on loopback
+    python app.py --port 7874 --trusted-proxy 127.0.0.1 &   # embedded preset, loopback; /evaluate: another visitor
     python -m experiments.ask_during_long_run --url http://127.0.0.1:7874
 
 Each question is one ``/answer`` call with its defaults (every variant, five timed runs within 12 s), on a SQuAD v2
@@ -112,7 +112,8 @@ def evaluate_run(url: str) -> Callable[[threading.Event, threading.Event], None]
     def run(started: threading.Event, stop: threading.Event) -> None:
         from gradio_client import Client  # noqa: PLC0415
 
-        client = Client(url, verbose=False)
+        # another visitor's run (one run per visitor): the app trusts this machine as its proxy (--trusted-proxy)
+        client = Client(url, verbose=False, headers={"X-Forwarded-For": "198.51.100.7"})
         reply = client.predict(questions_csv(LONG_RUN), None, "", 2.0, api_name="/evaluate")
         started.set()
         while not reply["done"] and not stop.is_set():
