@@ -145,6 +145,13 @@ def test_a_malformed_call_to_gradio_is_one_sentence_and_one_log_line(url, name, 
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_body_nested_thousands_deep_is_one_sentence_not_a_500(url, capfd) -> None:
+    deep = '{"data":' + "[" * 5000 + "]" * 5000 + "}"  # past the JSON parser's recursion limit
+    reply = httpx.post(url + "/gradio_api/call/answer", content=deep, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 422 and "nested too deep" in reply.json()["detail"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_short_list_to_an_event_of_the_page_is_refused_before_gradio_prints_a_traceback(url, capfd) -> None:
     config = httpx.get(url + "/config", timeout=60).json()
     ask = next(d for d in config["dependencies"] if d.get("api_name") == "ask")

@@ -89,7 +89,8 @@ def _record_outputs(
     frame = with_costs(record_frame(record, view), record, price) if record is not None else None
     csv = write_csv(frame, record, record_view(view)) if record is not None else None
     floor = None if view == "answerable" else no_answer_floor(record)  # answerable: refusing scores 0
-    header = cost_note(record, price, key) + record_header(record, note, view, price, machine_name(record, price, key))
+    machine = machine_name(record, price, key)
+    header = cost_note(record, price, key) + record_header(record, note, view, price, machine, frame=frame)
     return (
         header,
         accuracy_figure(frame, floor, CHART_TITLES.get(view, view), y=accuracy_column(view)),

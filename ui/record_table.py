@@ -153,14 +153,21 @@ def noise_points(n: int | None) -> float | None:
 
 
 def record_header(
-    record: Record | None, note: str, view: str = DEFAULT_VIEW, price: float | None = None, machine: str = ""
+    record: Record | None,
+    note: str,
+    view: str = DEFAULT_VIEW,
+    price: float | None = None,
+    machine: str = "",
+    frame=None,
 ) -> str:
+    """The record's header: where and how it was measured, what the accuracy shown means, its warnings and the
+    headline. ``frame``: the record's rows for ``view`` where the caller has them already (else read here)."""
     if record is None:
         return (
             f'<div class="qa-notice">{esc(note)} Run <code>python -m variants bench</code> to add one, '
             "or press <b>Run quick benchmark</b> below.</div>"
         )
-    frame = record_frame(record, view)
+    frame = record_frame(record, view) if frame is None else frame
     questions = record.n_questions
     if view == "answerable" and len(frame) and frame["has_ans_n"].notna().any():
         questions = int(frame["has_ans_n"].max())  # the F1 shown rests on these

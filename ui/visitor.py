@@ -27,14 +27,14 @@ VISITOR_CSS = """
 """
 
 
-def status_html(chain: VisitorChain | None, chains: VisitorChains, said: str = "", ok: bool = True) -> str:
+def status_html(chain: VisitorChain | None, chains: VisitorChains, said: str = "", ok: bool = True, snap=None) -> str:
     """Where the visitor's model stands: a refusal or a sentence (``said``), else its build as the start-up build
-    is drawn, and once it is over, how long it stays."""
+    is drawn (``snap``: the build's snapshot where the caller took one), and once it is over, how long it stays."""
     if said:
         return f'<div class="{"qa-ok" if ok else "qa-notice"}">{esc(said)}</div>'
     if chain is None:
         return ""
-    snap = chain.snapshot()
+    snap = chain.snapshot() if snap is None else snap
     checked = chain.checked
     where = "the local Hub cache" if checked.cached is not None else "the Hub"
     head = f"Your model {checked.model_id} ({checked.download_mb:,.1f} MB, from {where}) into its no-training chain"
@@ -92,7 +92,7 @@ def make_handlers(chains: VisitorChains, line: ModelLine | None = None) -> dict[
         active = gr.Timer(active=not (snap.done and not chain.building))
         if snap.version == seen and not snap.stage and snap.done:
             return seen, gr.skip(), gr.skip(), active
-        return snap.version, status_html(chain, chains), chain_cards_html(chain, {}, ""), active
+        return snap.version, status_html(chain, chains, snap=snap), chain_cards_html(chain, {}, ""), active
 
     def ask(context: str, question: str, runs: float, request: gr.Request) -> Iterator[str]:
         chain = chains.get(request.session_hash)

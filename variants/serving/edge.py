@@ -182,6 +182,8 @@ class Edge:
             payload = json.loads(body)
         except ValueError:  # a UnicodeDecodeError is one
             return 422, f"The body should be a JSON object, not {excerpt(body[:200].decode('utf-8', 'replace'))}."
+        except RecursionError:  # arrays or objects nested thousands deep: no call of this app's is shaped so
+            return 422, "The body is nested too deep: a call's data is a flat list of values."
         if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
             got = payload.get("data") if isinstance(payload, dict) else payload
             return 422, f'The body should be a JSON object with "data", a list of values, not {excerpt(got)}.'

@@ -302,7 +302,7 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
     async def answer(request: AnswerRequest, http: Request) -> AnswerResponse:
         name = request.variant or default_variant(engine)
         if name not in engine.variants:
-            coming = [r for r in engine.not_ready() if r.variant == name]
+            coming = engine.not_ready([name])
             if coming and coming[0].pending:  # in the preset, not built yet: say so, not "no such variant"
                 step = coming[0].step or coming[0].state
                 raise HTTPException(503, f"{name} is not built yet ({step}); ask again in a moment.")
