@@ -195,3 +195,19 @@ def test_a_validation_error_on_gradio_routes_quotes_an_excerpt(url) -> None:
     """FastAPI's own handler echoed the whole input back (a 100 MB body came back whole from /gradio_api/call)."""
     reply = httpx.post(url + "/gradio_api/cancel", json={"event_id": "e" * (MAX_BODY_BYTES // 2)}, timeout=60)
     assert reply.status_code == 422 and len(reply.content) < 600
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/gradio_api/file=https://evil.example/phish",
+        "/gradio_api/file/https://evil.example/phish",
+        "/gradio_api/file=http://169.254.169.254/latest/meta-data/",
+    ],
+)
+def test_a_file_route_naming_an_address_is_a_403_in_one_sentence_never_a_redirect(url, path: str, capfd) -> None:
+    """The app as served: gradio 6.17 redirected these (gradio issue 13608), the edge refuses them first."""
+    reply = httpx.get(url + path, follow_redirects=False, timeout=30)
+    assert reply.status_code == 403 and "location" not in reply.headers
+    assert reply.json() == {"detail": edge.REMOTE_FILE_WORDS}
+    assert "Traceback" not in capfd.readouterr().err

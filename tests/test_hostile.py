@@ -24,6 +24,7 @@ from ui import questions as tab
 from ui.ask import make_answer_api, make_ask, make_validator
 from variants.benchmarking.evaluate import Evaluation
 from variants.core.question_files import MAX_JSON_DEPTH, QuestionFileError, json_depth, parse_questions
+from variants.serving.edge import REMOTE_FILE, REMOTE_FILE_WORDS, app_kwargs
 from variants.serving.guard import MAX_BODY_BYTES, ModelLine, Refused, RunBook, excerpt
 from variants.serving.http import create_app, router
 
@@ -348,3 +349,35 @@ def test_each_refused_v1_call_logs_one_line(client, caplog: pytest.LogCaptureFix
     lines = one_line_each(caplog, 3)
     assert [line.split(" refused (")[1][:3] for line in lines] == ["422", "413", "404"]
     assert all(len(line) < 400 for line in lines)  # an excerpt, never the input
+
+
+REMOTE_FILES = [
+    "/gradio_api/file=https://evil.example/phish",
+    "/gradio_api/file/https://evil.example/phish",
+    "/gradio_api/file=http://169.254.169.254/latest/meta-data/",
+    "/gradio_api/file=//evil.example/phish",
+    "/gradio_api/file=/HTTPS://evil.example/phish",
+]
+
+
+@pytest.mark.parametrize("path", REMOTE_FILES)
+def test_a_file_route_naming_an_address_is_refused_never_redirected(path: str, caplog) -> None:
+    """gradio 6.17 answers these with a 302 to the address (gradio issue 13608: an open redirect and client-side
+    SSRF); the edge refuses them in one sentence, on the page's app as on an app of /v1 routes only (Ray Serve's)."""
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    page = gr.mount_gradio_app(FastAPI(**app_kwargs(demo)), demo, path="/")
+    lean = FastAPI(**app_kwargs())
+    for app in (page, lean):
+        caplog.clear()
+        with TestClient(app, follow_redirects=False) as c, caplog.at_level(logging.WARNING):
+            r = c.get(path)
+        assert r.status_code == 403, (path, r.status_code, r.headers.get("location"))
+        assert "location" not in r.headers
+        assert r.json() == {"detail": REMOTE_FILE_WORDS}
+        assert len(one_line_each(caplog, 1)) == 1
+
+
+def test_a_file_of_the_apps_own_is_not_taken_for_an_address() -> None:
+    for path in ("/gradio_api/file=/tmp/gradio/abc/report.html", "/gradio_api/file=assets/x.png"):
+        assert not REMOTE_FILE.search(path)

@@ -19,6 +19,9 @@ gradio takes it (``launch(app_kwargs=...)`` or the FastAPI app ``mount_gradio_ap
 - **Refusals quote an excerpt**: FastAPI's validation errors (which echo the whole input) become one sentence
   (:func:`validation_refused`); an HTTP error a route raises after its response began (gradio's event stream for
   an unknown event) ends that response with one log line instead of uvicorn's traceback.
+- **No remote files.** ``/gradio_api/file=<url>`` and ``/gradio_api/file/<url>`` are refused (403, one sentence)
+  whatever the Gradio version: gradio up to 6.17 answers them with a redirect to the address, an open redirect
+  and client-side SSRF (gradio issue 13608); the app serves only files of its own (:data:`REMOTE_FILE`).
 - **Who the visitor is**: :func:`trust_proxies` has uvicorn read ``X-Forwarded-For`` from the proxies the host
   names and from no other peer (its default trusts any local one), so that ``request.client.host`` is the
   visitor (:func:`variants.serving.guard.visitor`).
@@ -55,6 +58,10 @@ API_CALL = re.compile(r"/gradio_api/(call/v2|call|run|api)/([^/]+)/?$")  # a nam
 JOIN = re.compile(r"/gradio_api/queue/join/?$")  # an event by its fn_index (the page's, and gradio_client's)
 FILE_ROUTES = re.compile(r"/gradio_api/(upload|queue/join|call/v2/[^/]+|call/[^/]+|run/[^/]+|api/[^/]+)/?$")
 BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+# a file route naming an address, not a file of the app's: a scheme (https:, javascript:...) or a network path
+# (//host, \\host), after any slashes or spaces gradio or a browser would strip
+REMOTE_FILE = re.compile(r"/file[=/](?:[\s/\\]*[a-z][a-z0-9+.-]*:|\s*[/\\]{2})", re.IGNORECASE)
+REMOTE_FILE_WORDS = "This app serves only its own files: it never fetches or redirects to another address."
 log = logging.getLogger("variants.serving.http")  # the one logger of refusals at the edge and on /v1
 
 
@@ -119,6 +126,8 @@ class Edge:
             return await self.app(scope, receive, send)
         request = Request(scope)
         path, limit = scope["path"], body_limit(scope["path"])
+        if REMOTE_FILE.search(path):
+            return await refuse(request, send, 403, REMOTE_FILE_WORDS)
         length = request.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
             return await refuse(request, send, 413, too_large_words(limit), close=True)
