@@ -3,7 +3,7 @@
 Every step reads one ``model.onnx`` and writes another into a new folder, so the engine can chain
 them (:func:`run_onnx_chain`, the one chain, kept step by step in :class:`variants.building.cache.ArtifactCache`):
 
-* :func:`export_onnx`: torch model in memory -> ONNX (optimum-onnx), FP32, on CPU. Exporting the
+* :func:`export_onnx`: torch model in memory -> ONNX (``torch.onnx.export``), FP32, on CPU. Exporting the
   in-memory model matters for compacted pruned models, whose layers have different head counts and
   FFN sizes that a saved config cannot describe.
 * :func:`optimize_onnx`: ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization,
@@ -33,7 +33,6 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.fusion_options import FusionOptions
 from onnxruntime.transformers.onnx_model import OnnxModel
 from onnxruntime.transformers.optimizer import optimize_model
-from optimum.exporters.onnx import onnx_export_from_model
 
 from variants.answering.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
 from variants.core.hardware import Int8Settings, int8_settings
@@ -62,21 +61,20 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32:
         model = copy.deepcopy(model).to("cpu", torch.float32)
-    was_training = model.training
-    # optimum reloads the tokenizer from config._name_or_path (a hub lookup for hub ids); we save
-    # the tokenizer we were given instead, so hide the name during the export.
-    name_or_path = model.config._name_or_path
-    model.config._name_or_path = ""
+    was_training, attention = model.training, model.config._attn_implementation
     model.eval()
+    # ORT's transformer optimizer fuses the eager attention's MatMul/Softmax pattern; the SDPA kernel traces
+    # into another graph it does not recognize.
+    model.set_attn_implementation("eager")
     try:
         with torch.no_grad(), warnings.catch_warnings():
             # transformers' mask code makes constants while traced; harmless for this export.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            with _without_message(_OPTIMUM_EXPORT_LOGGER, _NO_ACCELERATE):
-                onnx_export_from_model(model, out_dir, task="question-answering", opset=opset, device="cpu")
+            _trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET)
     finally:
-        model.config._name_or_path = name_or_path
+        model.set_attn_implementation(attention)
         model.train(was_training)
+    model.config.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     path = out_dir / ONNX_NAME
     names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
@@ -84,6 +82,106 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
         raise RuntimeError(f"unexpected ONNX outputs {names}; expected start_logits, end_logits")
     log.info("exported %s to %s", type(model).__name__, path)
     return path
+
+
+DEFAULT_OPSET = 18  # what optimum-onnx exported with before (its default); ORT's fusions match it
+_AXES = {0: "batch_size", 1: "sequence_length"}
+
+
+class _Logits(torch.nn.Module):
+    """A QA model's forward as a tuple ``(start_logits, end_logits)``, the two graph outputs."""
+
+    def __init__(self, model: Any, names: Sequence[str]) -> None:
+        super().__init__()
+        self.model, self.names = model, tuple(names)
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        feed = dict(zip(self.names, inputs, strict=True))
+        # transformers takes a 4D additive mask as given. This one is built as transformers 4 built it for
+        # SDPA (0 where a token is kept, the lowest float where it is padding), a pattern ORT's attention fusion
+        # recognizes; transformers 5's own mask code traces into index ops that it does not.
+        mask = feed["attention_mask"]
+        batch, length = mask.shape
+        inverted = 1.0 - mask[:, None, None, :].expand(batch, 1, length, length).to(torch.float32)
+        feed["attention_mask"] = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(torch.float32).min)
+        out = self.model(**feed, return_dict=True)
+        return out.start_logits, out.end_logits
+
+
+def input_names(model: Any) -> list[str]:
+    """``input_ids``, ``attention_mask`` and, where the model has more than one segment type (BERT, ALBERT,
+    ELECTRA, MobileBERT; not DistilBERT or the RoBERTa family), ``token_type_ids``: what the exporter feeds."""
+    types = int(getattr(model.config, "type_vocab_size", 0) or 0)
+    return ["input_ids", "attention_mask", *(["token_type_ids"] if types > 1 else [])]
+
+
+def _trace_to_onnx(model: Any, path: Path, opset: int) -> None:
+    """TorchScript-trace ``model`` on a small right-padded batch into ``path``, batch and sequence dynamic."""
+    names = input_names(model)
+    batch, length = 2, 16
+    ids = torch.randint(100, min(1000, model.config.vocab_size), (batch, length))
+    mask = torch.ones(batch, length, dtype=torch.int64)
+    mask[1, length // 2 :] = 0
+    types = (torch.arange(length) >= length // 4).long().expand(batch, length).contiguous()
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    torch.onnx.export(
+        _Logits(model, names),
+        tuple(feed[n] for n in names),
+        str(path),
+        input_names=names,
+        output_names=["start_logits", "end_logits"],
+        dynamic_axes={n: _AXES for n in [*names, "start_logits", "end_logits"]},
+        opset_version=opset,
+        do_constant_folding=True,
+        dynamo=False,
+    )
+    _write_head_counts(path)
+
+
+def _write_head_counts(path: Path) -> None:
+    """Write each attention layer's head count into the shape its Q, K and V are reshaped to.
+
+    transformers 5 reshapes them to ``(batch, length, -1, head_size)``; ORT's optimizer reads the head count
+    from that shape (the third entry) and does not fuse the attention where it is -1. The count is the
+    projection's bias length over ``head_size``, per layer, so a compacted layer gets its own.
+    """
+    model = onnx.load(str(path))
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    weights = {w.name: w for w in graph.initializer}
+
+    def weight(name: str) -> onnx.TensorProto | None:
+        while name in producer and producer[name].op_type == "Identity":  # the exporter shares equal weights
+            name = producer[name].input[0]
+        return weights.get(name)
+
+    def constant(name: str) -> np.ndarray | None:
+        node = producer.get(name)
+        if node is not None and node.op_type == "Constant":
+            return onnx.numpy_helper.to_array(node.attribute[0].t)
+        tensor = weight(name)
+        return None if tensor is None else onnx.numpy_helper.to_array(tensor)
+
+    counts: dict[int, str] = {}
+    for node in (n for n in graph.node if n.op_type == "Reshape"):
+        concat, add = producer.get(node.input[1]), producer.get(node.input[0])
+        if concat is None or concat.op_type != "Concat" or len(concat.input) != 4 or add is None:
+            continue
+        heads, size = constant(concat.input[2]), constant(concat.input[3])
+        biases = [w for w in map(weight, add.input) if w is not None and len(w.dims) == 1]
+        if heads is None or size is None or heads.size != 1 or int(heads.item()) != -1 or len(biases) != 1:
+            continue
+        count = biases[0].dims[0] // int(size.item())
+        if count not in counts:
+            counts[count] = f"qa_export_heads_{count}"
+            graph.initializer.append(onnx.numpy_helper.from_array(np.array([count], dtype=np.int64), counts[count]))
+        concat.input[2] = counts[count]
+    if counts:
+        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        unused = [n for n in graph.node if n.op_type == "Constant" and not used & set(n.output)]
+        for node in unused:  # the -1s replaced (ONNX Runtime would warn of each one at every load)
+            graph.node.remove(node)
+        _save(OnnxModel(model), path)
 
 
 # --- graph optimization -------------------------------------------------------------------------
