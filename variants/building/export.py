@@ -263,20 +263,14 @@ class _PrunedHiddenSizeFilter(logging.Filter):
 _ORT_ATTENTION_LOGGER = logging.getLogger("fusion_attention")  # ORT imports its fusion modules top-level
 _ORT_ATTENTION_LOGGER.addFilter(_PrunedHiddenSizeFilter())
 
-# Two start-up warnings that do not apply to these models, each dropped only around the call that logs it:
+# A start-up warning that does not apply to these models, dropped only around the call that logs it:
 #
-# - optimum's export: "Weight deduplication check in the ONNX export requires accelerate". The check only
-#   removes copies of tied weights (accelerate's find_tied_parameters), and a *ForQuestionAnswering model ties
-#   none (the shipped baseline: 103 parameters with duplicates counted, 103 without; its QA head is its own).
-#   Installing and pinning accelerate would add a dependency to run a check that finds nothing here.
 # - ONNX Runtime's quantize_dynamic: "Please consider to run pre-processing before quantization". Its
 #   pre-processing (onnxruntime.quantization.shape_inference.quant_pre_process: symbolic shape inference,
 #   ORT's basic optimizations, ONNX shape inference) was tried on the shipped pruned model's optimized graph:
 #   the INT8 graph came out the same (the same 157 nodes by type: 6 QAttention, 19 MatMulInteger, ...) with
 #   outputs equal to the last bit on a 2 x 64-token batch, for 1.4 s more per build. The graph it would
 #   prepare is already ORT-optimized (optimize_onnx) and the outputs' types are given (DefaultTensorType).
-_OPTIMUM_EXPORT_LOGGER = logging.getLogger("optimum.exporters.onnx.base")
-_NO_ACCELERATE = "Weight deduplication check in the ONNX export requires accelerate"
 _NO_PRE_PROCESSING = "Please consider to run pre-processing before quantization"
 
 
