@@ -3,7 +3,8 @@
 Every step reads one ``model.onnx`` and writes another into a new folder, so the engine can chain
 them (:func:`run_onnx_chain`, the one chain, kept step by step in :class:`variants.building.cache.ArtifactCache`):
 
-* :func:`export_onnx`: torch model in memory -> ONNX (``torch.onnx.export``), FP32, on CPU. Exporting the
+* :func:`export_onnx`: torch model in memory -> ONNX (``torch.onnx.export``, :mod:`variants.building.onnx_trace`),
+  FP32, on CPU, with ``export.json`` (the exporter and its version, the opset) beside it. Exporting the
   in-memory model matters for compacted pruned models, whose layers have different head counts and
   FFN sizes that a saved config cannot describe.
 * :func:`optimize_onnx`: ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization,
@@ -35,13 +36,14 @@ from onnxruntime.transformers.onnx_model import OnnxModel
 from onnxruntime.transformers.optimizer import optimize_model
 
 from variants.answering.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
+from variants.building.onnx_trace import DEFAULT_OPSET, PROTOBUF_LIMIT, exporter, save_graph, trace_to_onnx
 from variants.core.hardware import Int8Settings, int8_settings
 
 log = logging.getLogger("variants.building.export")
 
 ONNX_NAME = "model.onnx"
 STEPS = ("optimize", "fp16", "int8")
-_PROTOBUF_LIMIT = 2**31 - 2**24  # a little under 2 GB: beyond it, weights go to an external file
+EXPORT_MANIFEST = "export.json"  # what made the graph: the exporter and its version, the opset, the inputs
 _META_FILES = ("optimization.json", QUANTIZATION_REPORT, "build.json")
 
 
@@ -70,118 +72,27 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
         with torch.no_grad(), warnings.catch_warnings():
             # transformers' mask code makes constants while traced; harmless for this export.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            _trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET)
+            trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET)
     finally:
         model.set_attn_implementation(attention)
         model.train(was_training)
     model.config.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     path = out_dir / ONNX_NAME
-    names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+    graph = onnx.load(path, load_external_data=False)
+    names = [o.name for o in graph.graph.output]
     if names[:2] != ["start_logits", "end_logits"]:
         raise RuntimeError(f"unexpected ONNX outputs {names}; expected start_logits, end_logits")
+    manifest = {
+        "exporter": exporter(),
+        "opset": next(o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
+        "inputs": [i.name for i in graph.graph.input],
+        "model_class": type(model).__name__,
+        "model_type": model.config.model_type,
+    }
+    (out_dir / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     log.info("exported %s to %s", type(model).__name__, path)
     return path
-
-
-DEFAULT_OPSET = 18  # what optimum-onnx exported with before (its default); ORT's fusions match it
-_AXES = {0: "batch_size", 1: "sequence_length"}
-
-
-class _Logits(torch.nn.Module):
-    """A QA model's forward as a tuple ``(start_logits, end_logits)``, the two graph outputs."""
-
-    def __init__(self, model: Any, names: Sequence[str]) -> None:
-        super().__init__()
-        self.model, self.names = model, tuple(names)
-
-    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        feed = dict(zip(self.names, inputs, strict=True))
-        # transformers takes a 4D additive mask as given. This one is built as transformers 4 built it for
-        # SDPA (0 where a token is kept, the lowest float where it is padding), a pattern ORT's attention fusion
-        # recognizes; transformers 5's own mask code traces into index ops that it does not.
-        mask = feed["attention_mask"]
-        batch, length = mask.shape
-        inverted = 1.0 - mask[:, None, None, :].expand(batch, 1, length, length).to(torch.float32)
-        feed["attention_mask"] = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(torch.float32).min)
-        out = self.model(**feed, return_dict=True)
-        return out.start_logits, out.end_logits
-
-
-def input_names(model: Any) -> list[str]:
-    """``input_ids``, ``attention_mask`` and, where the model has more than one segment type (BERT, ALBERT,
-    ELECTRA, MobileBERT; not DistilBERT or the RoBERTa family), ``token_type_ids``: what the exporter feeds."""
-    types = int(getattr(model.config, "type_vocab_size", 0) or 0)
-    return ["input_ids", "attention_mask", *(["token_type_ids"] if types > 1 else [])]
-
-
-def _trace_to_onnx(model: Any, path: Path, opset: int) -> None:
-    """TorchScript-trace ``model`` on a small right-padded batch into ``path``, batch and sequence dynamic."""
-    names = input_names(model)
-    batch, length = 2, 16
-    ids = torch.randint(100, min(1000, model.config.vocab_size), (batch, length))
-    mask = torch.ones(batch, length, dtype=torch.int64)
-    mask[1, length // 2 :] = 0
-    types = (torch.arange(length) >= length // 4).long().expand(batch, length).contiguous()
-    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-    torch.onnx.export(
-        _Logits(model, names),
-        tuple(feed[n] for n in names),
-        str(path),
-        input_names=names,
-        output_names=["start_logits", "end_logits"],
-        dynamic_axes={n: _AXES for n in [*names, "start_logits", "end_logits"]},
-        opset_version=opset,
-        do_constant_folding=True,
-        dynamo=False,
-    )
-    _write_head_counts(path)
-
-
-def _write_head_counts(path: Path) -> None:
-    """Write each attention layer's head count into the shape its Q, K and V are reshaped to.
-
-    transformers 5 reshapes them to ``(batch, length, -1, head_size)``; ORT's optimizer reads the head count
-    from that shape (the third entry) and does not fuse the attention where it is -1. The count is the
-    projection's bias length over ``head_size``, per layer, so a compacted layer gets its own.
-    """
-    model = onnx.load(str(path))
-    graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
-    weights = {w.name: w for w in graph.initializer}
-
-    def weight(name: str) -> onnx.TensorProto | None:
-        while name in producer and producer[name].op_type == "Identity":  # the exporter shares equal weights
-            name = producer[name].input[0]
-        return weights.get(name)
-
-    def constant(name: str) -> np.ndarray | None:
-        node = producer.get(name)
-        if node is not None and node.op_type == "Constant":
-            return onnx.numpy_helper.to_array(node.attribute[0].t)
-        tensor = weight(name)
-        return None if tensor is None else onnx.numpy_helper.to_array(tensor)
-
-    counts: dict[int, str] = {}
-    for node in (n for n in graph.node if n.op_type == "Reshape"):
-        concat, add = producer.get(node.input[1]), producer.get(node.input[0])
-        if concat is None or concat.op_type != "Concat" or len(concat.input) != 4 or add is None:
-            continue
-        heads, size = constant(concat.input[2]), constant(concat.input[3])
-        biases = [w for w in map(weight, add.input) if w is not None and len(w.dims) == 1]
-        if heads is None or size is None or heads.size != 1 or int(heads.item()) != -1 or len(biases) != 1:
-            continue
-        count = biases[0].dims[0] // int(size.item())
-        if count not in counts:
-            counts[count] = f"qa_export_heads_{count}"
-            graph.initializer.append(onnx.numpy_helper.from_array(np.array([count], dtype=np.int64), counts[count]))
-        concat.input[2] = counts[count]
-    if counts:
-        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-        unused = [n for n in graph.node if n.op_type == "Constant" and not used & set(n.output)]
-        for node in unused:  # the -1s replaced (ONNX Runtime would warn of each one at every load)
-            graph.node.remove(node)
-        _save(OnnxModel(model), path)
 
 
 # --- graph optimization -------------------------------------------------------------------------
@@ -225,7 +136,7 @@ def optimize_onnx(
         optimizer = optimize_model(
             str(src), "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=1, use_gpu=False
         )
-        _save(optimizer, out)
+        save_graph(optimizer, out)
         diff = max_abs_diff(reference, run_cpu(out, feed))
         stats = {k: int(v) for k, v in optimizer.get_fused_operator_statistics().items()}
         if diff <= tolerance * scale:
@@ -325,7 +236,7 @@ def to_fp16(src: Path, out_dir: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     model = OnnxModel(onnx.load(src))
     model.convert_float_to_float16(keep_io_types=True)
-    _save(model, out)
+    save_graph(model, out)
     log.info("converted %s to FP16", src)
     return out
 
@@ -414,7 +325,7 @@ def quantize_int8(
             reduce_range=settings.reduce_range,
             op_types_to_quantize=["MatMul", "Attention", *(["EmbedLayerNormalization"] if embeddings else [])],
             nodes_to_exclude=fp32_products,
-            use_external_data_format=_onnx_bytes(Path(src)) > _PROTOBUF_LIMIT,
+            use_external_data_format=_onnx_bytes(Path(src)) > PROTOBUF_LIMIT,
             # ONNX shape inference cannot type the outputs of fused contrib ops; they are all FP32 here.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
@@ -474,7 +385,16 @@ def check_steps(steps: Sequence[str]) -> None:
 
 
 def apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
-    """One build step ("optimize", "fp16" or "int8") from ``src`` into ``out_dir``."""
+    """One build step ("optimize", "fp16" or "int8") from ``src`` into ``out_dir``, which keeps the export's
+    manifest (``export.json``: every graph of a chain says what exported it)."""
+    out = _apply_step(step, src, out_dir, for_gpu)
+    manifest = Path(src).parent / EXPORT_MANIFEST
+    if manifest.is_file():
+        shutil.copyfile(manifest, out.parent / EXPORT_MANIFEST)
+    return out
+
+
+def _apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
     if step == "optimize":
         return optimize_onnx(src, out_dir, for_gpu=for_gpu)
     if step == "fp16":
@@ -546,6 +466,7 @@ def build_onnx_chain(model: Any, tokenizer: Any, steps: Sequence[str], out_dir: 
             shutil.move(path, out_dir / path.name)
     shutil.rmtree(work)
     build = {"steps": ["export", *steps], "for_gpu": for_gpu, "model_class": type(model).__name__}
+    build["export"] = json.loads((out_dir / EXPORT_MANIFEST).read_text(encoding="utf-8"))
     (out_dir / "build.json").write_text(json.dumps(build, indent=1), encoding="utf-8")
     return out_dir / ONNX_NAME
 
@@ -586,11 +507,3 @@ def max_abs_diff(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
 def _onnx_bytes(path: Path) -> int:
     """Size of a saved graph with its external data files (those next to it, named after it)."""
     return sum(p.stat().st_size for p in path.parent.glob(f"{path.stem}*") if p.is_file())
-
-
-def _save(model: OnnxModel, path: Path) -> None:
-    """Save with ORT's saver (it sorts the graph and declares the com.microsoft opset of fused ops).
-
-    Weights go to ``<name>.data`` beside the graph when it is near protobuf's 2 GB limit.
-    """
-    model.save_model_to_file(str(path), use_external_data_format=model.model.ByteSize() > _PROTOBUF_LIMIT)
