@@ -332,8 +332,8 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         "from variants.answering.qa import answer\nfrom variants.answering.runtime import TorchQAModel\n\n"
         f'folder = "assets/models/{name}"\n'
         "model = TorchQAModel(AutoModelForQuestionAnswering.from_pretrained(folder))  # FP32 on the CPU\n"
-        'print(answer(model, AutoTokenizer.from_pretrained(folder), "Where is the tower?", "The tower is in Paris.").text)'
-        "\n```"
+        'print(answer(model, AutoTokenizer.from_pretrained(folder), "Where is the tower?", '
+        '"The tower is in Paris.").text)\n```'
     )
     data_names = cfg.get("data") or "train.json"
     base = root_base(record)
