@@ -18,7 +18,6 @@ import socket
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -74,7 +73,6 @@ def build_demo(
     gradio's own queue, which cannot say so, is a backstop with room for a burst of calls that have not reached the
     line yet (``BACKSTOP``), so the line's sentence is what a visitor reads. ``allow_custom_models`` adds
     "Try your own model" (absent otherwise)."""
-    quiet_known_warnings()
     results_dir = results_dir or config.results_dir()
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
@@ -142,13 +140,6 @@ def visitor_view(engine: Engine, chains: VisitorChains | None, owner: str) -> En
     """The engine a session's long runs measure: the preset's, with that visitor's ready chain beside it."""
     chain = chains.get(owner) if chains is not None else None
     return beside(engine, chain)
-
-
-def quiet_known_warnings() -> None:
-    """gradio 6.17's queue reads starlette's deprecated HTTP_422_UNPROCESSABLE_ENTITY on every request (gradio
-    issue #13548, fixed upstream), and pandas enters warnings.catch_warnings() per request, which resets Python's
-    once-per-place registry: the console printed that warning on every request. Silence that one, nothing else."""
-    warnings.filterwarnings("ignore", message="'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated", module=r"gradio\.routes")
 
 
 # --- start-up -------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_answer_endpoint_returns_every_variant(client: Client, engine) -> None:
 
 
 def test_requests_print_no_deprecation_warnings(engine, results_dir: Path) -> None:
-    """gradio 6.17 touches a deprecated starlette name on each queued request; build_demo silences that one."""
+    """No deprecation warning per request (gradio 6.17 read a deprecated starlette name on each; 6.31 does not)."""
     with warnings.catch_warnings(record=True) as caught:  # also resets the once-per-place registry
         with running(app.build_demo(engine, results_dir=results_dir)) as url:
             client = Client(url, verbose=False)

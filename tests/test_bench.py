@@ -146,6 +146,7 @@ def test_record_top_level(cli_run, squad_file):
     assert settings["windows"] == DecodeSettings().window_rule() and settings["windows"]["rule"] == "near"
 
 
+@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # the QA pipeline / optimum in-process
 def test_each_variant_is_measured(cli_run):
     _, _, record = cli_run
     by_name = {e["variant"]: e for e in record["variants"]}
@@ -215,6 +216,7 @@ def test_failed_variant_keeps_its_error(cli_run):
     assert broken["latency_ms"] is None and broken["accuracy"] == dict.fromkeys(VIEWS)
 
 
+@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # the QA pipeline / optimum in-process
 def test_peer_is_measured_alongside(cli_run):
     _, _, record = cli_run
     peer = record["peer"]
@@ -393,6 +395,7 @@ def test_summarize_and_agreement():
 # --- results.py ----------------------------------------------------------------------------------
 
 
+@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # the QA pipeline / optimum in-process
 def test_results_read_back(cli_run):
     _, json_path, record = cli_run
     records = results.load_records(json_path.parent)
@@ -555,6 +558,7 @@ def test_the_long_input_view_scores_every_rule_on_paragraphs_and_articles(engine
     assert "long inputs: 6 questions" in bench_cli.long_input_table(view)
 
 
+@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # the QA pipeline / optimum in-process
 def test_optimum_int8_is_a_second_peer_timed_in_the_same_passes(engine, squad_file, tmp_path, monkeypatch):
     """optimum's ten-line recipe on the same baseline (export, ORTQuantizer dynamic INT8 for this CPU,
     transformers' pipeline), measured beside the variants; every entry says how far it is from it."""

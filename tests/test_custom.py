@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gradio as gr
+import httpx2
 import huggingface_hub
 import pytest
 import requests
@@ -133,8 +134,18 @@ def test_offline_and_unknown_models(tmp_path, monkeypatch) -> None:
     with pytest.raises(CustomModelRefused, match=r"cannot be reached \(ConnectionError\)"):
         inspect_model(MODEL_ID)
 
+    def refused(*_a, **_kw):  # huggingface-hub 2 with no network: httpx2's error, not an OSError
+        raise httpx2.ConnectError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", refused)
+    with pytest.raises(CustomModelRefused, match=r"cannot be reached \(ConnectError\)"):
+        inspect_model(MODEL_ID)
+
     def missing(*_a, **_kw):
-        raise RepositoryNotFoundError("404 Client Error")
+        url = f"https://huggingface.co/api/models/{MODEL_ID}"
+        raise RepositoryNotFoundError(
+            "404 Client Error", response=httpx2.Response(404, request=httpx2.Request("GET", url))
+        )
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", missing)
     with pytest.raises(CustomModelRefused, match="no public model someone/tiny-qa"):

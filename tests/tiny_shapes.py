@@ -42,7 +42,7 @@ def _byte_level_bpe(folder: Path) -> RobertaTokenizerFast:
     specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1, special_tokens=specials, show_progress=False)
     bpe.save_model(str(folder))
-    return RobertaTokenizerFast(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"))
+    return RobertaTokenizerFast.from_pretrained(folder)  # from the folder: transformers 5 ignores vocab_file=
 
 
 def make_tiny(shape: str, folder: Path, seed: int = 0):

@@ -67,23 +67,12 @@ REFUSED = f"""() => {{
 }}"""
 
 
-# Gradio 6.17's tabs keep a hidden copy of every tab button (for measuring) inside aria-hidden, yet in the Tab order:
-# a keyboard met four invisible stops before the page (gradio issue #13635, fixed upstream by giving them
-# tabindex=-1, which this does until the pinned Gradio has it).
-UNFOCUS_TAB_COPIES = """
-const unfocus = () => document.querySelectorAll('.tab-container.visually-hidden[aria-hidden="true"] button')
-  .forEach(b => b.setAttribute('tabindex', '-1'));
-unfocus();
-requestAnimationFrame(unfocus);
-"""
-
-
 def live_region(triggers: list) -> gr.HTML:
     """The status line, empty until the first Ask; it says "Asking" on the Ask ``triggers`` (wired before the Ask
     event itself: a listener added after it on the same trigger runs only once the answers are in)."""
     gr.on(triggers, None, js=ASKING, api_visibility="private", queue=False)
     status = f'<div id="{LIVE_ID}" role="status" aria-live="polite"></div>'
-    return html_block(status, css=LIVE_CSS, js_on_load=UNFOCUS_TAB_COPIES)
+    return html_block(status, css=LIVE_CSS)
 
 
 def announce(asked) -> None:

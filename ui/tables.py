@@ -1,8 +1,9 @@
 """The Benchmark tab's read-only tables as plain HTML: a ``<table>`` with a ``<caption>``, column headers
 (``scope="col"``), each row named by its first cell (``scope="row"``, kept in view while a phone scrolls the
 numbers sideways), numbers right-aligned, fixed column widths, inside a focusable named scroll region
-(:func:`ui.text.scroll_region`). It replaces ``gr.Dataframe``, whose Gradio 6.17 markup fails axe (a ``role=grid``
-holding a drop zone, empty cells as nameless buttons: docs/accessibility.md). :func:`table_html` is pure: a
+(:func:`ui.text.scroll_region`). It replaced ``gr.Dataframe``, whose Gradio 6.17 markup failed axe (a ``role=grid``
+holding a drop zone, empty cells as nameless buttons: docs/accessibility.md; Gradio 6.31 fixed it, and the plain
+table stays, the lighter choice for a read-only view). :func:`table_html` is pure: a
 DataFrame in, escaped HTML out; :func:`table_block` is the component that shows it."""
 
 import math

@@ -95,11 +95,12 @@ class VariantBuilder:
         from transformers import AutoTokenizer  # noqa: PLC0415
 
         path = self.source(spec).path
+        if Path(path).is_dir() and not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+            # transformers 5 makes an empty tokenizer for such a folder instead of failing
+            raise ValueError(f"{path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
         try:
             return AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False)
-        except (OSError, TypeError, ValueError) as exc:  # no tokenizer files: transformers fails on a None path
-            if Path(path).is_dir() and not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
-                raise ValueError(f"{path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)})") from None
+        except (OSError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: its tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
 
     def torch_model(self, spec: specs.VariantSpec, compacted: bool):

@@ -23,7 +23,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from variants.building.sources import IGNORE_PATTERNS, offline_message
+from variants.building.sources import IGNORE_PATTERNS, offline_message, unreachable_errors
 from variants.core import config
 
 CUSTOM_NAME = "custom"
@@ -187,7 +187,7 @@ def _model_info(model_id: str) -> Any:
         raise CustomModelRefused(
             f"The Hub has no public model {model_id} (it may be private or gated); check the id."
         ) from None
-    except OSError as exc:  # no network: requests' and httpx's connection errors
+    except unreachable_errors() as exc:  # no network
         raise HubUnreachable(offline_message(model_id, type(exc).__name__)) from None
 
 
@@ -199,7 +199,7 @@ def _fetch_config(model_id: str, revision: str) -> dict:
         path = hf_hub_download(model_id, "config.json", revision=revision, cache_dir=config.hub_cache())
     except (EntryNotFoundError, RepositoryNotFoundError):
         raise CustomModelRefused(f"{model_id} has no readable config.json.") from None
-    except OSError as exc:
+    except unreachable_errors() as exc:
         raise CustomModelRefused(offline_message(model_id, type(exc).__name__)) from None
     return _read_config(model_id, Path(path))
 

@@ -3,7 +3,8 @@
 Every step reads one ``model.onnx`` and writes another into a new folder, so the engine can chain
 them (:func:`run_onnx_chain`, the one chain, kept step by step in :class:`variants.building.cache.ArtifactCache`):
 
-* :func:`export_onnx`: torch model in memory -> ONNX (optimum-onnx), FP32, on CPU. Exporting the
+* :func:`export_onnx`: torch model in memory -> ONNX (``torch.onnx.export``, :mod:`variants.building.onnx_trace`),
+  FP32, on CPU, with ``export.json`` (the exporter and its version, the opset) beside it. Exporting the
   in-memory model matters for compacted pruned models, whose layers have different head counts and
   FFN sizes that a saved config cannot describe.
 * :func:`optimize_onnx`: ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization,
@@ -33,16 +34,16 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.fusion_options import FusionOptions
 from onnxruntime.transformers.onnx_model import OnnxModel
 from onnxruntime.transformers.optimizer import optimize_model
-from optimum.exporters.onnx import onnx_export_from_model
 
 from variants.answering.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
+from variants.building.onnx_trace import DEFAULT_OPSET, PROTOBUF_LIMIT, exporter, save_graph, trace_to_onnx
 from variants.core.hardware import Int8Settings, int8_settings
 
 log = logging.getLogger("variants.building.export")
 
 ONNX_NAME = "model.onnx"
 STEPS = ("optimize", "fp16", "int8")
-_PROTOBUF_LIMIT = 2**31 - 2**24  # a little under 2 GB: beyond it, weights go to an external file
+EXPORT_MANIFEST = "export.json"  # what made the graph: the exporter and its version, the opset, the inputs
 _META_FILES = ("optimization.json", QUANTIZATION_REPORT, "build.json")
 
 
@@ -62,26 +63,34 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32:
         model = copy.deepcopy(model).to("cpu", torch.float32)
-    was_training = model.training
-    # optimum reloads the tokenizer from config._name_or_path (a hub lookup for hub ids); we save
-    # the tokenizer we were given instead, so hide the name during the export.
-    name_or_path = model.config._name_or_path
-    model.config._name_or_path = ""
+    was_training, attention = model.training, model.config._attn_implementation
     model.eval()
+    # ORT's transformer optimizer fuses the eager attention's MatMul/Softmax pattern; the SDPA kernel traces
+    # into another graph it does not recognize.
+    model.set_attn_implementation("eager")
     try:
         with torch.no_grad(), warnings.catch_warnings():
             # transformers' mask code makes constants while traced; harmless for this export.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            with _without_message(_OPTIMUM_EXPORT_LOGGER, _NO_ACCELERATE):
-                onnx_export_from_model(model, out_dir, task="question-answering", opset=opset, device="cpu")
+            trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET)
     finally:
-        model.config._name_or_path = name_or_path
+        model.set_attn_implementation(attention)
         model.train(was_training)
+    model.config.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     path = out_dir / ONNX_NAME
-    names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+    graph = onnx.load(path, load_external_data=False)
+    names = [o.name for o in graph.graph.output]
     if names[:2] != ["start_logits", "end_logits"]:
         raise RuntimeError(f"unexpected ONNX outputs {names}; expected start_logits, end_logits")
+    manifest = {
+        "exporter": exporter(),
+        "opset": next(o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
+        "inputs": [i.name for i in graph.graph.input],
+        "model_class": type(model).__name__,
+        "model_type": model.config.model_type,
+    }
+    (out_dir / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     log.info("exported %s to %s", type(model).__name__, path)
     return path
 
@@ -127,7 +136,7 @@ def optimize_onnx(
         optimizer = optimize_model(
             str(src), "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=1, use_gpu=False
         )
-        _save(optimizer, out)
+        save_graph(optimizer, out)
         diff = max_abs_diff(reference, run_cpu(out, feed))
         stats = {k: int(v) for k, v in optimizer.get_fused_operator_statistics().items()}
         if diff <= tolerance * scale:
@@ -165,20 +174,14 @@ class _PrunedHiddenSizeFilter(logging.Filter):
 _ORT_ATTENTION_LOGGER = logging.getLogger("fusion_attention")  # ORT imports its fusion modules top-level
 _ORT_ATTENTION_LOGGER.addFilter(_PrunedHiddenSizeFilter())
 
-# Two start-up warnings that do not apply to these models, each dropped only around the call that logs it:
+# A start-up warning that does not apply to these models, dropped only around the call that logs it:
 #
-# - optimum's export: "Weight deduplication check in the ONNX export requires accelerate". The check only
-#   removes copies of tied weights (accelerate's find_tied_parameters), and a *ForQuestionAnswering model ties
-#   none (the shipped baseline: 103 parameters with duplicates counted, 103 without; its QA head is its own).
-#   Installing and pinning accelerate would add a dependency to run a check that finds nothing here.
 # - ONNX Runtime's quantize_dynamic: "Please consider to run pre-processing before quantization". Its
 #   pre-processing (onnxruntime.quantization.shape_inference.quant_pre_process: symbolic shape inference,
 #   ORT's basic optimizations, ONNX shape inference) was tried on the shipped pruned model's optimized graph:
 #   the INT8 graph came out the same (the same 157 nodes by type: 6 QAttention, 19 MatMulInteger, ...) with
 #   outputs equal to the last bit on a 2 x 64-token batch, for 1.4 s more per build. The graph it would
 #   prepare is already ORT-optimized (optimize_onnx) and the outputs' types are given (DefaultTensorType).
-_OPTIMUM_EXPORT_LOGGER = logging.getLogger("optimum.exporters.onnx.base")
-_NO_ACCELERATE = "Weight deduplication check in the ONNX export requires accelerate"
 _NO_PRE_PROCESSING = "Please consider to run pre-processing before quantization"
 
 
@@ -233,7 +236,7 @@ def to_fp16(src: Path, out_dir: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     model = OnnxModel(onnx.load(src))
     model.convert_float_to_float16(keep_io_types=True)
-    _save(model, out)
+    save_graph(model, out)
     log.info("converted %s to FP16", src)
     return out
 
@@ -322,7 +325,7 @@ def quantize_int8(
             reduce_range=settings.reduce_range,
             op_types_to_quantize=["MatMul", "Attention", *(["EmbedLayerNormalization"] if embeddings else [])],
             nodes_to_exclude=fp32_products,
-            use_external_data_format=_onnx_bytes(Path(src)) > _PROTOBUF_LIMIT,
+            use_external_data_format=_onnx_bytes(Path(src)) > PROTOBUF_LIMIT,
             # ONNX shape inference cannot type the outputs of fused contrib ops; they are all FP32 here.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
@@ -382,7 +385,16 @@ def check_steps(steps: Sequence[str]) -> None:
 
 
 def apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
-    """One build step ("optimize", "fp16" or "int8") from ``src`` into ``out_dir``."""
+    """One build step ("optimize", "fp16" or "int8") from ``src`` into ``out_dir``, which keeps the export's
+    manifest (``export.json``: every graph of a chain says what exported it)."""
+    out = _apply_step(step, src, out_dir, for_gpu)
+    manifest = Path(src).parent / EXPORT_MANIFEST
+    if manifest.is_file():
+        shutil.copyfile(manifest, out.parent / EXPORT_MANIFEST)
+    return out
+
+
+def _apply_step(step: str, src: Path, out_dir: Path, for_gpu: bool) -> Path:
     if step == "optimize":
         return optimize_onnx(src, out_dir, for_gpu=for_gpu)
     if step == "fp16":
@@ -454,6 +466,7 @@ def build_onnx_chain(model: Any, tokenizer: Any, steps: Sequence[str], out_dir: 
             shutil.move(path, out_dir / path.name)
     shutil.rmtree(work)
     build = {"steps": ["export", *steps], "for_gpu": for_gpu, "model_class": type(model).__name__}
+    build["export"] = json.loads((out_dir / EXPORT_MANIFEST).read_text(encoding="utf-8"))
     (out_dir / "build.json").write_text(json.dumps(build, indent=1), encoding="utf-8")
     return out_dir / ONNX_NAME
 
@@ -494,11 +507,3 @@ def max_abs_diff(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
 def _onnx_bytes(path: Path) -> int:
     """Size of a saved graph with its external data files (those next to it, named after it)."""
     return sum(p.stat().st_size for p in path.parent.glob(f"{path.stem}*") if p.is_file())
-
-
-def _save(model: OnnxModel, path: Path) -> None:
-    """Save with ORT's saver (it sorts the graph and declares the com.microsoft opset of fused ops).
-
-    Weights go to ``<name>.data`` beside the graph when it is near protobuf's 2 GB limit.
-    """
-    model.save_model_to_file(str(path), use_external_data_format=model.model.ByteSize() > _PROTOBUF_LIMIT)

@@ -25,6 +25,7 @@ from typing import Any
 from variants.building import replica
 from variants.building.cache import file_sha256
 from variants.building.custom import qa_refusal
+from variants.building.sources import unreachable_errors
 from variants.core import config
 
 # The tokenizer files a vocabulary is read from, in order of preference (the first one a model has is used).
@@ -188,7 +189,7 @@ def hub_files(model_id: str, revision: str | None) -> dict[str, Path] | None:
     for name in ("config.json", *VOCAB_FILES):
         try:
             files[name] = Path(hf_hub_download(model_id, name, **options))
-        except (OSError, ValueError):  # not there, not a Hub id, offline and not cached, no network
+        except (*unreachable_errors(), ValueError):  # not there, not a Hub id, offline and not cached, no network
             if name == "config.json":
                 return None  # the build says why it cannot fetch the model, in its own sentence
             continue

@@ -145,10 +145,18 @@ def resolve_hub(
     except LocalEntryNotFoundError:
         reason = "HF_HUB_OFFLINE=1 is set" if offline else "no network"
         raise SourceUnavailable(offline_message(source, reason)) from None
-    except OSError as exc:  # connection errors surface as OSError subclasses (requests/httpx)
+    except unreachable_errors() as exc:
         raise SourceUnavailable(offline_message(source, type(exc).__name__)) from None
     path = Path(path)
     return ResolvedSource(source, path, f"hub:{source}@{path.name}", False)
+
+
+def unreachable_errors() -> tuple[type[Exception], ...]:
+    """What a Hub call raises when the Hub cannot be reached: OSError (requests' connection errors, a socket's) and,
+    since huggingface-hub 1.0, httpx's transport errors (huggingface-hub 2 speaks httpx2), which are not OSErrors."""
+    import httpx2  # noqa: PLC0415 - huggingface-hub's own client
+
+    return (OSError, httpx2.TransportError)
 
 
 def files_bar(progress: FilesProgress):

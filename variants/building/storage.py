@@ -133,21 +133,51 @@ def load_qa_model(folder: str | Path, compacted: bool = False) -> nn.Module:
     """
     if is_compact(folder):
         return load(folder, dense=not compacted).float()
+    from transformers import AutoConfig, AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    config = AutoConfig.from_pretrained(folder)
+    if getattr(config, "pruned_heads", None):
+        model = _load_without_heads(folder, config)
+    else:
+        model, info = AutoModelForQuestionAnswering.from_pretrained(
+            folder, dtype=torch.float32, trust_remote_code=False, output_loading_info=True
+        )
+        _refuse_a_random_head(folder, model, info["missing_keys"])
+    model.eval()
+    if compacted:
+        pruning.compact(model)
+    return model
+
+
+def _load_without_heads(folder: str | Path, config: object) -> nn.Module:
+    """A checkpoint whose ``config.pruned_heads`` names heads that its weights no longer hold (nn_pruning's
+    format, the published BERT-large checkpoints and their replicas): transformers 4 cut them out on load,
+    transformers 5 no longer does, so the model is built, cut as the config says, then given the weights."""
     from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
 
-    model, info = AutoModelForQuestionAnswering.from_pretrained(
-        folder, dtype=torch.float32, trust_remote_code=False, output_loading_info=True
-    )
-    head = [key for key in info["missing_keys"] if not key.startswith(model.base_model_prefix + ".")]
+    heads = {int(layer): sorted(map(int, removed)) for layer, removed in config.pruned_heads.items()}
+    config.pruned_heads = {}
+    model = AutoModelForQuestionAnswering.from_config(config, dtype=torch.float32)
+    pruning.prune_heads(model, heads)
+    weights = Path(folder) / "model.safetensors"
+    if weights.is_file():
+        state = load_file(str(weights))
+    else:  # the published nn_pruning checkpoints are older than safetensors
+        state = torch.load(Path(folder) / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    _refuse_a_random_head(folder, model, missing)
+    if unexpected or [k for k in missing if "position_ids" not in k]:
+        raise ValueError(f"{folder}: its weights do not match its config ({[*unexpected, *missing][:3]})")
+    return model
+
+
+def _refuse_a_random_head(folder: str | Path, model: nn.Module, missing_keys: list[str] | set[str]) -> None:
+    head = [key for key in missing_keys if not key.startswith(model.base_model_prefix + ".")]
     if head:  # transformers gave it a random head and only warned: its answers would be noise
         raise ValueError(
             f"{folder} is not a question-answering model: its weights have no {', '.join(sorted(head))} "
             "(a base or other-task model, to which transformers adds an untrained head)"
         )
-    model.eval()
-    if compacted:
-        pruning.compact(model)
-    return model
 
 
 def mark_float32(folder: str | Path) -> None:

@@ -6,7 +6,7 @@ is the chain of variants made from one baseline and one pruned checkpoint:
     baseline                 the fine-tuned model, PyTorch FP32
     pruned-dense             the pruned checkpoint as stored (dense, zeros in place)
     pruned                   the same with the zeros cut out (compaction)
-    pruned-onnx              -> ONNX (optimum-onnx export)
+    pruned-onnx              -> ONNX (torch.onnx export)
     pruned-onnx-opt          -> ONNX Runtime graph optimization (fusions)
     pruned-onnx-opt-fp16     -> FP16 (CUDA)    | pruned-onnx-opt-int8 -> INT8 dynamic quantization (CPU)
 
@@ -115,7 +115,7 @@ NO_PARTNER = "none"  # ``--pruned none`` / ``VARIANTS_PRUNED=none`` / ``pruned =
 
 # The steps every chain takes from its last PyTorch model, needing no training: (step, name suffix, description).
 GRAPH_STEPS = (
-    ("onnx", "-onnx", "{what} exported to ONNX (optimum-onnx) and run by ONNX Runtime."),
+    ("onnx", "-onnx", "{what} exported to ONNX (torch.onnx) and run by ONNX Runtime."),
     ("optimize", "-opt", "ONNX Runtime's transformer graph optimizations: fused attention, LayerNorm and GELU."),
     ("fp16", "-fp16", "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."),
     ("int8", "-int8", "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels."),

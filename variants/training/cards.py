@@ -327,8 +327,13 @@ def write_card(folder: str | Path, data: str | Path | None, title: str, summary:
         f'model = load_qa_model("assets/models/{name}", compacted=True)  # PyTorch, FP32, eval mode\n```\n\n'
         f"```bash\npython -m variants train dense --out assets/models/{name} --to {name}-dense\n```"
         if compact
-        else "```python\nfrom transformers import pipeline\n\n"
-        f'qa = pipeline("question-answering", model="assets/models/{name}")  # FP32 on the CPU\n```'
+        else "transformers 5 has no question-answering pipeline; the project's one decoding path answers with it:"
+        "\n\n```python\nfrom transformers import AutoModelForQuestionAnswering, AutoTokenizer\n\n"
+        "from variants.answering.qa import answer\nfrom variants.answering.runtime import TorchQAModel\n\n"
+        f'folder = "assets/models/{name}"\n'
+        "model = TorchQAModel(AutoModelForQuestionAnswering.from_pretrained(folder))  # FP32 on the CPU\n"
+        'print(answer(model, AutoTokenizer.from_pretrained(folder), "Where is the tower?", '
+        '"The tower is in Paris.").text)\n```'
     )
     data_names = cfg.get("data") or "train.json"
     base = root_base(record)
