@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         custom_mb = custom.max_custom_mb() if allow_custom else None
         engine = remote_engine_from_args(args, console_progress) if args.backend else prepare_models(args)
         allow_custom = allow_custom and not args.backend  # the backend loads the models, not this app
-        self_bench = None if args.backend else SelfBench(engine)  # VARIANTS_SELF_BENCH questions, 0: off
+        self_bench = None if args.backend else SelfBench(engine, say=console_line)  # VARIANTS_SELF_BENCH; 0: off
     except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -91,7 +91,7 @@ def test_measured_kept_and_not_measured_again(engine, examples, tmp_path: Path) 
     again = Turns()
     second = bench(engine, examples, tmp_path, turns=again).measure()
     assert second.state == own.DONE and second.found and again.taken == 0 and second.file == status.file
-    assert "measured by an earlier start of this app" in second.words()
+    assert "Measured on this machine by an earlier start of this app" in second.words()
 
 
 def test_the_key_is_the_chain_weights_hardware_and_code(engine, examples, tmp_path, monkeypatch) -> None:

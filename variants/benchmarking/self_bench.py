@@ -85,6 +85,7 @@ class SelfBench:
         *,
         turn: Turn | None = None,
         pause_s: float = PAUSE_S,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.n = config.self_bench_questions() if n is None else n
@@ -92,6 +93,7 @@ class SelfBench:
         self._examples = examples
         self.turn: Turn = turn or nullcontext  # the models' line: the app sets it to ModelLine.queued_turn
         self.pause_s = pause_s
+        self.say = say or log.info  # a line when it begins and ends (the app's console)
         self._status = OwnStatus(own.WAITING if self.n > 0 else own.OFF, total=self.n)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -174,16 +176,17 @@ class SelfBench:
         key = self.key()
         found = own.find_own(self.folder, key)
         if found is not None:
-            log.info("this chain was measured on this machine already: %s", found.file)
+            self.say(f"This chain was measured on this machine already: {self.folder / str(found.file)}")
             self._set(state=own.DONE, done=found.n_questions or 0, record=found, found=True, file=found.file)
             return
         run = QuickRun(self.engine, self.examples, self.n)
         self.n = run.total  # the sample may hold fewer than asked
         saved = own.read_checkpoint(self.folder, key)
         resumed = run.position if saved and run.resume(saved) else 0
-        if resumed:
-            log.info("going on with the measurement of this chain from question %d", resumed)
+        going_on = f", going on from question {resumed} (kept by the last start)" if resumed else ""
+        self.say(f"Measuring this chain on this machine: {run.total} questions{going_on}, behind visitors' questions")
         self._set(state=own.MEASURING, done=run.position, total=run.total, resumed_at=resumed)
+        started = time.perf_counter()
         while not run.finished:
             with self.turn():
                 run.step()
@@ -192,16 +195,21 @@ class SelfBench:
             self._set(done=run.position)
             time.sleep(self.pause_s)
         record = self.record(run, key, resumed)
+        record.data["wall_s"] = round(time.perf_counter() - started, 1)  # this start's, visitors' turns included
         json_path, _ = save_record(record, self.folder)
         own.drop_checkpoint(self.folder, key)
-        log.info("measured this chain on this machine: %s", json_path)
+        took = f"{run.seconds:.0f} s of model time in {record.data['wall_s']:.0f} s"
+        self.say(f"Measured this chain on this machine ({took}): {json_path}")
         self._set(state=own.DONE, done=run.position, record=record, file=json_path.name)
 
     def record(self, run: QuickRun, key: str, resumed_at: int = 0) -> Record:
         """The run's record, of kind :data:`~variants.records.record.SELF`, with its key and how it was taken."""
         record = run.record()
         record.kind = SELF
-        record.data = {**record.data, "key": key, "code": code_identity()}
+        sample = f"{record.data['sample']} from the shipped SQuAD v2 sample"
+        file = SAMPLE.relative_to(ASSETS.parent).as_posix()
+        record.data = {**record.data, "file": file, "sample": sample, "model_s": round(run.seconds, 1)}
+        record.data |= {"key": key, "code": code_identity()}
         if resumed_at:
             record.data["resumed_at"] = resumed_at
         record.method = {**record.method, "self_bench": METHOD}

@@ -109,8 +109,8 @@ class OwnStatus:
             )
         if self.state == DONE and self.record is not None:
             when = self.record.created.replace("T", " ").rstrip("Z")[:16]
-            how = "measured by an earlier start of this app" if self.found else "measured by this app"
-            return f"Measured on this machine, {how}: {self.record.n_questions:,} questions, {when} UTC."
+            who = "an earlier start of this app" if self.found else "this app"
+            return f"Measured on this machine by {who}: {self.record.n_questions:,} questions, {when} UTC."
         if self.state == FAILED:
             return f"This chain could not be measured on this machine: {self.error}"
         return ""
