@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from app_helpers import tiny_engine
+from app_helpers import TINY_SETTINGS, tiny_engine
 from fastapi.testclient import TestClient
 
 from ui import benchmark as tab
@@ -20,9 +21,11 @@ from variants.benchmarking import self_bench
 from variants.benchmarking.self_bench import SelfBench
 from variants.core import config
 from variants.core.question_files import read_questions
+from variants.core.spec import VariantSpec
 from variants.records import own
 from variants.records.own import OwnStatus
 from variants.records.record import Record
+from variants.serving.engine import load_engine
 from variants.serving.http import create_app
 
 
@@ -147,7 +150,7 @@ def test_the_tab_says_how_far_and_shows_the_record(engine, examples, tmp_path: P
     stored = with_own([], record)
     assert with_own(stored, record) == [record]  # once
     (label, key), *_ = choices_for(stored, [])
-    assert label.startswith("Measured on this machine by the app") and key == f"file:{record.file}"
+    assert label.startswith("Measured here by the app") and key == f"file:{record.file}"
     assert label == record_label(record)
     header = tab.benchmark_outputs(record, "")[0]
     assert "Measured on this machine by this app" in header
@@ -196,3 +199,17 @@ def test_the_command_line_measures_and_reads_it(tiny_qa_dir, tiny_pruned_dir, tm
     assert self_bench.main([*model, "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["state"] == "done" and body["record"]["kind"] == "self" and body["record"]["data"]["n_questions"] == 3
+
+
+def test_a_chain_of_random_weights_is_timed_on_fewer_questions(tiny_qa_dir, artifacts_dir, examples, tmp_path):
+    """A replica's chain (latency only) asks at most LATENCY_ONLY_QUESTIONS: no F1 to pin down, and BERT-large's
+    questions take seconds each on 2 cores; its record has latency and no accuracy."""
+    spec = VariantSpec("baseline", "Baseline (random weights)", str(tiny_qa_dir), latency_only=True)
+    replica = load_engine(
+        variant_specs=[spec], device="cpu", fallback=False, cache_dir=artifacts_dir, settings=TINY_SETTINGS
+    )
+    many = [replace(e, id=f"{e.id}-{i}") for i in range(10) for e in examples]  # 60 questions
+    status = SelfBench(replica, 60, tmp_path, many, pause_s=0.0).measure()
+    assert status.state == own.DONE and status.total == status.done == self_bench.LATENCY_ONLY_QUESTIONS
+    (entry,) = status.record.variants
+    assert entry.latency_only and entry.latency_ms.n == 50 and entry.view("pipeline") is None

@@ -74,7 +74,7 @@ def record_label(record: Record) -> str:
     size = f"{count(record.n_questions)} questions"
     size = f"quick run, {size}" if record.is_quick else size
     parts = [when, size, record.lineup, record.device, hardware_label(record.hardware, record.device)]
-    return " · ".join(["Measured on this machine by the app", *parts] if record.is_own else parts)
+    return " · ".join(["Measured here by the app", *parts] if record.is_own else parts)  # a phone: its first words
 
 
 def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
