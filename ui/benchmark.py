@@ -225,6 +225,8 @@ def benchmark_tab(
     record, note = stored_record(engine, results_dir)
     if own_record(own_status) is not None:  # measured here, of this very chain: the record this machine has
         record, note = own_record(own_status), ""
+    elif own_status is not None and own_status.measuring and note:
+        note += " This app measures this machine itself (above), and shows that record once it is done."
     weights = engine.weights()
 
     def notes(picked: Record | None) -> str:
