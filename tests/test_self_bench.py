@@ -6,6 +6,7 @@ measured and measures nothing, the Benchmark tab's progress line and default rec
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from app_helpers import TINY_SETTINGS, tiny_engine
 from fastapi.testclient import TestClient
+from filelock import FileLock
 
 from ui import benchmark as tab
 from ui.own_record import own_html, own_record, with_own
@@ -213,3 +215,18 @@ def test_a_chain_of_random_weights_is_timed_on_fewer_questions(tiny_qa_dir, arti
     assert status.state == own.DONE and status.total == status.done == self_bench.LATENCY_ONLY_QUESTIONS
     (entry,) = status.record.variants
     assert entry.latency_only and entry.latency_ms.n == 50 and entry.view("pipeline") is None
+
+
+def test_one_process_measures_a_key_at_a_time(engine, examples, tmp_path: Path) -> None:
+    """Two processes on one folder (replicas of the app): the second waits for the first's record and takes it."""
+    first = bench(engine, examples, tmp_path)
+    held = FileLock(tmp_path / f"{first.key()}.lock")
+    held.acquire()
+    try:
+        thread = first.start()
+        time.sleep(1.0)
+        assert first.status().state == own.WAITING
+    finally:
+        held.release()
+    thread.join(300)
+    assert first.status().state == own.DONE

@@ -26,6 +26,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from variants.answering.timing import describe
 from variants.benchmarking.evaluate import VariantScore, score_table
 from variants.benchmarking.quick import QuickRun
@@ -180,6 +182,11 @@ class SelfBench:
             self.n = min(self.n, LATENCY_ONLY_QUESTIONS)
             self._set(total=self.n)
         key = self.key()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.folder / f"{key}.lock"):  # two processes on one folder (replicas): one measures
+            self._measure_key(key)
+
+    def _measure_key(self, key: str) -> None:
         found = own.find_own(self.folder, key)
         if found is not None:
             self.say(f"This chain was measured on this machine already: {self.folder / str(found.file)}")
@@ -252,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if status.record is not None else 1
     if status.record is None:
         print(status.words() or f"This chain has not been measured on this machine (looked in {bench.folder}).")
+        earlier = [r for r in own.own_records(bench.folder) if r.lineup == (engine.chain.get("name") or engine.preset)]
+        if earlier:  # by other code, weights or settings: another key
+            code = earlier[0].data.get("code") or earlier[0].versions.get("code")
+            print(f"Its newest record of {earlier[0].lineup} is another key's (code {code}, not {code_identity()}): "
+                  f"{bench.folder / str(earlier[0].file)}")  # fmt: skip
         return 1
     print(status.words())
     print(f"record: {bench.folder / (status.file or '')}")

@@ -34,11 +34,14 @@ def own_folder(artifacts: Path) -> Path:
     return Path(artifacts) / FOLDER
 
 
+def own_records(folder: Path) -> list[Record]:
+    """The app's own records in ``folder``, newest first."""
+    return [r for r in load_records(folder) if r.is_own] if Path(folder).is_dir() else []
+
+
 def find_own(folder: Path, key: str) -> Record | None:
     """The newest record in ``folder`` measured for ``key`` (what was measured, where, by which code), or None."""
-    if not Path(folder).is_dir():
-        return None
-    return next((r for r in load_records(folder) if r.is_own and r.data.get("key") == key), None)
+    return next((r for r in own_records(folder) if r.data.get("key") == key), None)
 
 
 def checkpoint_path(folder: Path, key: str) -> Path:
