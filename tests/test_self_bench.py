@@ -57,7 +57,7 @@ class Turns:
 
 
 def bench(engine, examples, folder: Path, n: int = 6, turns: Turns | None = None) -> SelfBench:
-    return SelfBench(engine, n, folder, examples, turn=turns or Turns(), pause_s=0.0)
+    return SelfBench(engine, n, folder, examples, turn=turns or Turns(), pause_s=0.0, checkpoint_s=0.0)
 
 
 def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ A :class:`SelfBench` is the Benchmark tab's quick run (:class:`~variants.benchma
 questions drawn from the shipped SQuAD v2 sample, answerable and not, the same chunks, timing and scoring) run by
 the app itself in a thread of its own: each chunk (about 0.4 s of model time) takes a turn in the models' line
 (``turn``: :meth:`variants.serving.guard.ModelLine.queued_turn`), so a question asked meanwhile waits for one
-chunk at most. After each chunk the measurement so far is kept (:mod:`variants.records.own`) beside the built
+chunk at most. Every few seconds the measurement so far is kept (:mod:`variants.records.own`) beside the built
 artifacts, so a restart goes on from it; the record, once saved there, is found by its key (:meth:`SelfBench.key`:
 the chain, its weights, the decoding, the hardware and the code), and a start with the same key measures nothing.
 
@@ -49,13 +49,14 @@ SAMPLE = ASSETS / "data" / "squad_v2_dev_sample.json"
 # a chain of random weights (the replicas) has no accuracy to measure: its latency's median needs no more questions,
 # and BERT-large's chain takes seconds a question on 2 cores
 LATENCY_ONLY_QUESTIONS = 50
+CHECKPOINT_S = 5.0  # the measurement so far is kept at most this often: a restart measures this much again at most
 PAUSE_S = 0.05  # between two chunks: the page's own work (a question's tokenizing, a render) gets the cores
 # what names the machine in the key: the CPU and its instruction set, the cores the process may use, the GPU
 HARDWARE_KEYS = ("cpu", "cpu_id", "cpu_isa", "usable_cores", "int8", "gpu", "gpu_count", "gpu_memory_gb")
 METHOD = (
     "measured by the app itself once its chain was built, on the machine it serves from: each chunk of questions "
-    "takes a turn in the models' line behind visitors' questions, and the measurement so far is kept after each "
-    "chunk, so a restart goes on from it"
+    "takes a turn in the models' line behind visitors' questions, and the measurement so far is kept every few "
+    "seconds, so a restart goes on from it"
 )
 
 Turn = Callable[[], AbstractContextManager[Any]]
@@ -90,6 +91,7 @@ class SelfBench:
         *,
         turn: Turn | None = None,
         pause_s: float = PAUSE_S,
+        checkpoint_s: float = CHECKPOINT_S,
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
@@ -97,7 +99,7 @@ class SelfBench:
         self.folder = Path(folder) if folder else own.own_folder(engine.cache_dir or default_cache_dir())
         self._examples = examples
         self.turn: Turn = turn or nullcontext  # the models' line: the app sets it to ModelLine.queued_turn
-        self.pause_s = pause_s
+        self.pause_s, self.checkpoint_s = pause_s, checkpoint_s
         self.say = say or log.info  # a line when it begins and ends (the app's console)
         self._status = OwnStatus(own.WAITING if self.n > 0 else own.OFF, total=self.n)
         self._lock = threading.Lock()
@@ -199,12 +201,14 @@ class SelfBench:
         going_on = f", going on from question {resumed} (kept by the last start)" if resumed else ""
         self.say(f"Measuring this chain on this machine: {run.total} questions{going_on}, behind visitors' questions")
         self._set(state=own.MEASURING, done=run.position, total=run.total, resumed_at=resumed)
-        started = time.perf_counter()
+        started = kept = time.perf_counter()
+        kept_at = run.position
         while not run.finished:
             with self.turn():
                 run.step()
-            if run.position and run.position != self.status().done:
+            if run.position != kept_at and time.perf_counter() - kept >= self.checkpoint_s:
                 own.write_checkpoint(self.folder, key, run.checkpoint())
+                kept, kept_at = time.perf_counter(), run.position
             self._set(done=run.position)
             time.sleep(self.pause_s)
         record = self.record(run, key, resumed)
