@@ -28,6 +28,7 @@ from variants.records import own
 from variants.records.own import OwnStatus
 from variants.records.record import Record
 from variants.serving.engine import load_engine
+from variants.serving.guard import ModelLine
 from variants.serving.http import create_app
 
 
@@ -173,6 +174,7 @@ def test_the_page_shows_it_by_default(engine, examples, tmp_path: Path) -> None:
     demo = app.build_demo(engine, self_bench=waiting)
     values = {c["props"].get("elem_id"): c["props"].get("value") for c in demo.get_config_file()["components"]}
     assert "will be measured on this machine once it is built: 4 questions" in values["bench-own"]
+    assert waiting.turn.__func__ is ModelLine.queued_turn  # its chunks take turns in the page's line
 
 
 def test_the_api_reads_it(engine, examples, tmp_path: Path) -> None:
