@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -36,11 +37,13 @@ from ui.styles import html_block, launch_style
 from ui.text import notice_html
 from variants.benchmarking.evaluate import Evaluation
 from variants.benchmarking.quick import QuickRun
+from variants.benchmarking.self_bench import SelfBench
 from variants.building import custom
 from variants.building.cache import default_cache_dir
 from variants.cli import add_model_arguments, engine_from_args, positive_int, remote_engine_from_args
 from variants.core import config
 from variants.core.spec import short_label
+from variants.records.own import OwnStatus
 from variants.serving import edge
 from variants.serving import http as serve
 from variants.serving.engine import Engine
@@ -64,6 +67,7 @@ def build_demo(
     allow_custom_models: bool = False,
     max_custom_mb: float | None = None,
     visitor_chains: VisitorChains | None = None,
+    self_bench: SelfBench | None = None,
 ) -> gr.Blocks:
     """The page for an engine, built or still building, its queue configured: every handler that runs a model is in
     one concurrency group (``concurrency_limit`` at once, 1 by default: parallel runs would distort the
@@ -72,7 +76,8 @@ def build_demo(
     (:class:`~variants.serving.guard.ModelLine`), which tells a question that finds it full how long to wait;
     gradio's own queue, which cannot say so, is a backstop with room for a burst of calls that have not reached the
     line yet (``BACKSTOP``), so the line's sentence is what a visitor reads. ``allow_custom_models`` adds
-    "Try your own model" (absent otherwise)."""
+    "Try your own model" (absent otherwise). ``self_bench``: the app's measurement of its own chain, whose chunks
+    take their turns in the same line, shown on the Benchmark tab."""
     results_dir = results_dir or config.results_dir()
     results_dir = Path(results_dir) if results_dir else None
     group = {"concurrency_id": CONCURRENCY_GROUP, "concurrency_limit": concurrency_limit}
@@ -84,6 +89,10 @@ def build_demo(
     headline = [s.name for s in engine.specs if s.headline]
     steps = [(short_label(s.name, s.label), s.name) for s in engine.specs if not s.headline]
     line = ModelLine(slots=concurrency_limit, max_waiting=max_queue, name="question")
+    own = None  # where the app's measurement of its own chain stands, for the Benchmark tab
+    if self_bench is not None:
+        self_bench.turn = line.queued_turn  # a turn per chunk, behind the questions that came first
+        own = self_bench.status
     with gr.Blocks(title="QA variants side by side") as demo:
         gr.Markdown(page_intro(engine))
         # above every tab: the model, the preset, the hardware, and the build while it runs
@@ -98,7 +107,18 @@ def build_demo(
             ask_tab(engine, headline, steps, group, sample_file, chains, line, page=demo, timer=timer)
         with gr.Tab("Benchmark"):
             report = benchmark_report_file
-            benchmark_tab(engine, results_dir, group, sample_file, QuickRun, report, line=line, engine_for=engine_for)
+            benchmark_tab(
+                engine,
+                results_dir,
+                group,
+                sample_file,
+                QuickRun,
+                report,
+                line=line,
+                engine_for=engine_for,
+                own=own,
+                page=demo,
+            )
         runs = RunBook()  # the app's one book of runs: the tab's and /evaluate's together
         with gr.Tab("Your questions"):
             questions_tab(engine, group, Evaluation, runs, questions_report_file, line=line, engine_for=engine_for)
@@ -324,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         custom_mb = custom.max_custom_mb() if allow_custom else None
         engine = remote_engine_from_args(args, console_progress) if args.backend else prepare_models(args)
         allow_custom = allow_custom and not args.backend  # the backend loads the models, not this app
+        self_bench = None if args.backend else SelfBench(engine, say=console_line)  # VARIANTS_SELF_BENCH; 0: off
     except (ValueError, FileNotFoundError) as exc:  # an unknown preset, a bad config file or setting
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -334,20 +355,22 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=args.max_queue,
         allow_custom_models=allow_custom,
         max_custom_mb=custom_mb,
+        self_bench=self_bench,
     )
+    own = self_bench.status if self_bench is not None else None
     trusted = config.trusted_proxies(args.trusted_proxy)  # who the visitor is: the proxies that may say
     if config.on_space():  # gradio's launch() would start its Spaces hot reloader (see serve_mounted)
         try:
-            server = serve_mounted(demo, engine, host, port, trusted)
+            server = serve_mounted(demo, engine, host, port, trusted, own=own)
         except OSError:
             print(port_message(host, port), file=sys.stderr)  # taken meanwhile
             return 2
         print(launch_message(f"http://{host}:{port}/", None), flush=True)
         if not args.backend:
-            engine.build_in_background()
+            start_models(engine, self_bench)
         server.join()
         return 0
-    lean = serve.router(engine).routes  # POST /v1/answer: one variant, no UI queue (served latency)
+    lean = serve.router(engine, own=own).routes  # POST /v1/answer: one variant, no UI queue (served latency)
     edge.trust_proxies(trusted)  # read by uvicorn at launch
     try:  # quiet: gradio's own lines would tell a visitor to set share=True in launch(); ours name --share
         demo.launch(
@@ -366,13 +389,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(launch_message(demo.local_url, demo.share_url if args.share else None), flush=True)
     if not args.backend:
-        engine.build_in_background()  # the page already answers; each variant joins when it is ready
+        start_models(engine, self_bench)  # the page already answers; each variant joins when it is ready
     demo.block_thread()
     return 0
 
 
+def start_models(engine: Engine, self_bench: SelfBench | None) -> None:
+    """The build in the background, then the app's measurement of the chain it built (when it measures itself)."""
+    build = engine.build_in_background()
+    if self_bench is not None:
+        self_bench.start(after=build)
+
+
 def serve_mounted(
-    demo: gr.Blocks, engine: Engine, host: str, port: int, trusted: str = "", start_s: float = 60.0
+    demo: gr.Blocks,
+    engine: Engine,
+    host: str,
+    port: int,
+    trusted: str = "",
+    start_s: float = 60.0,
+    own: Callable[[], OwnStatus] | None = None,
 ) -> threading.Thread:
     """Serve the page on a Space: mounted with gradio's public ``mount_gradio_app`` (theme and CSS as at launch)
     beside the lean /v1 routes, on a uvicorn server of our own, running in a thread that is returned once the port
@@ -382,7 +418,7 @@ def serve_mounted(
     behind the edge (:mod:`variants.serving.edge`); the server reads ``X-Forwarded-For`` from ``trusted`` only and
     bounds its connections (:func:`variants.serving.edge.server_options`)."""
     app = FastAPI(**edge.app_kwargs(demo))
-    app.include_router(serve.router(engine))
+    app.include_router(serve.router(engine, own=own))
     app = gr.mount_gradio_app(app, demo, path="/", **launch_style())
     config_ = uvicorn.Config(app, host=host, port=port, log_level="warning", **edge.server_options(trusted))
     server = uvicorn.Server(config_)

@@ -12,6 +12,14 @@ question, sent after a random pause of 0.2-0.6 s so that the questions land anyw
 client's, from the call to the reply. Each long run is stopped once its phase's questions are asked. The record
 keeps every time, the medians, their ratio to the idle median, and the load average (1 minute) read before and
 after each phase: on a busy machine the ratio says little. Loopback only.
+
+The ``self`` phase (issue 78) asks while the app measures its own chain (``VARIANTS_SELF_BENCH``), which it does
+once its build is over: start the app with a measurement long enough for the phase's questions and nothing kept for
+it yet (a cache folder of the probe's own); the phase goes first, from the moment ``GET /v1/benchmark`` says it is
+measuring, and the idle questions follow once it is done.
+
+    VARIANTS_SELF_BENCH=200 VARIANTS_CACHE_DIR=/tmp/probe-cache python app.py --port 7874 &
+    python -m experiments.ask_during_long_run --url http://127.0.0.1:7874 --only self
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import os
 import random
 import statistics
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -159,24 +170,73 @@ def tab_run(url: str, tab: str) -> Callable[[threading.Event, threading.Event], 
     return run
 
 
+def self_bench_state(url: str) -> dict[str, Any]:
+    """``GET /v1/benchmark``: where the app's measurement of its own chain stands ("starting" while the app does)."""
+    try:
+        with urllib.request.urlopen(f"{url}/v1/benchmark", timeout=30) as reply:
+            body = json.load(reply)
+    except ConnectionError:  # not serving yet
+        return {"state": "starting"}
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ConnectionError):
+            return {"state": "starting"}
+        raise
+    return {k: body.get(k) for k in ("state", "done", "total", "file")}
+
+
+def measuring(url: str, wait_s: float = 900) -> dict[str, Any]:
+    """Wait until the app measures its own chain (it starts, builds, then measures); its state then."""
+    deadline = time.monotonic() + wait_s
+    while (state := self_bench_state(url))["state"] in ("starting", "waiting") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return state
+
+
+def self_bench_run(url: str, seen: list[dict[str, Any]]) -> Callable[[threading.Event, threading.Event], None]:
+    """The app's own measurement, already under way or about to be: waits until it measures (``started``), then
+    until it is over or ``stop``; each state read is kept in ``seen``."""
+
+    def run(started: threading.Event, stop: threading.Event) -> None:
+        state = measuring(url)
+        seen.append(state)
+        if state["state"] != "measuring":
+            raise RuntimeError(f"the app is not measuring its chain (GET /v1/benchmark: {state})")
+        started.set()
+        while not stop.is_set() and (state := self_bench_state(url))["state"] == "measuring":
+            time.sleep(0.5)
+        seen.append(state)
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:7860", help="a running app on this machine")
     parser.add_argument("--asks", type=int, default=12, help="questions per phase (at most this many)")
     parser.add_argument("--preset", default="embedded", help="the app's preset, for the record")
-    parser.add_argument("--only", nargs="*", default=["evaluate", "questions", "quick"], help="the long runs")
+    parser.add_argument("--only", nargs="*", default=["evaluate", "questions", "quick"],
+                        help="the long runs: evaluate, questions, quick, self (the app's own measurement)")  # fmt: skip
     parser.add_argument("--out", default=None, help="the record's path (default: experiments/records/)")
     args = parser.parse_args(argv)
     if urlparse(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
         parser.error("--url must be an app on this machine (loopback)")
     url, begun = args.url.rstrip("/"), time.time()
+    phases, seen = {}, []
+    if "self" in args.only:  # the app measures itself at its start: asked first, idle once it is done
+        measuring(url)
+        asks(url, 2)  # warm, as before the idle questions
+        phases["self"] = during(url, args.asks, self_bench_run(url, seen)) | {"self_bench": seen}
+        while self_bench_state(url)["state"] == "measuring":
+            time.sleep(1)
+        print(f"self: median {phases['self']['median_s']} s over {phases['self']['n']} ({seen})", flush=True)
     asks(url, 2)  # warm: the first answers after a start are not what is measured
     load = os.getloadavg()[0]
     idle = summary(asks(url, args.asks)) | {"load_1min": [round(load, 2), round(os.getloadavg()[0], 2)]}
     print(f"idle: median {idle['median_s']} s over {idle['n']} (load {idle['load_1min']})", flush=True)
     runs = {"evaluate": evaluate_run(url), "questions": tab_run(url, "questions"), "quick": tab_run(url, "quick")}
-    phases = {}
-    for name in args.only:
+    if "self" in phases and phases["self"]["median_s"] and idle["median_s"]:
+        phases["self"]["ratio_to_idle"] = round(phases["self"]["median_s"] / idle["median_s"], 2)
+    for name in (n for n in args.only if n != "self"):
         phase = during(url, args.asks, runs[name])
         if phase["median_s"] and idle["median_s"]:
             phase["ratio_to_idle"] = round(phase["median_s"] / idle["median_s"], 2)

@@ -48,7 +48,7 @@ def test_every_drawn_response_matches_the_document(engine, mode: str) -> None:
     question over 1,000 characters...) to every /v1 operation."""
     schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(engine))
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert {op.path for op in operations} == {"/v1/answer", "/v1/variants"}
+    assert {op.path for op in operations} == {"/v1/answer", "/v1/variants", "/v1/benchmark"}
     for operation in operations:
         if mode == "negative" and operation.method.upper() != "POST":
             continue  # GET /v1/variants takes nothing: there is nothing to draw wrong

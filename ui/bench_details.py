@@ -44,9 +44,12 @@ def profile_note(record: Record | None) -> str:
     peak = (record.hardware.get("measured_peak") or {}) if record is not None else {}
     profiled = [e.profile.get("n") for e in record.variants if e.profile.get("n")] if record is not None else []
     if not profiled:
-        if record is not None and record.settings.get("skip_sweeps") and not record.is_quick:
+        if record is not None and record.settings.get("skip_sweeps") and not (record.is_quick or record.is_own):
             return "This run skipped the profile (`python -m variants bench` without `--skip-sweeps` measures it)."
-        return "This record has no profile (quick runs, and records from before it was added, have none)."
+        return (
+            "This record has no profile (quick runs, the app's own measurement, and records from before it was "
+            "added, have none)."
+        )
     text = f"{PROFILE_NOTE} Medians over {count(max(profiled))} questions at batch 1."
     if peak:
         text += (

@@ -35,6 +35,7 @@ from .cost_view import (
 )
 from .cost_view import usd_per_hour as read_price
 from .gpu_view import gpu_section, newest_gpu_bench
+from .own_record import POLL_S, OwnSource, own_html, own_record, with_own
 from .questions import Runs, status_html
 from .record_choice import (
     choices_for,
@@ -213,9 +214,19 @@ def benchmark_tab(
     make_report: MakeReport | None = None,
     line: ModelLine | None = None,
     engine_for: Callable[[str], Engine] | None = None,
+    own: OwnSource | None = None,
+    page: gr.Blocks | None = None,
 ):
-    stored = stored_records(results_dir)
+    """The tab. ``own``: where the app's measurement of its own chain on this machine stands (app.py hands in
+    ``SelfBench.status``); while it runs the tab says so with its progress, and once it ends its record is the one
+    shown (on ``page``'s load too)."""
+    own_status = own() if own is not None else None
+    stored = with_own(stored_records(results_dir), own_record(own_status))
     record, note = stored_record(engine, results_dir)
+    if own_record(own_status) is not None:  # measured here, of this very chain: the record this machine has
+        record, note = own_record(own_status), ""
+    elif own_status is not None and own_status.measuring and note:
+        note += " This app measures this machine itself (above), and shows that record once it is done."
     weights = engine.weights()
 
     def notes(picked: Record | None) -> str:
@@ -226,6 +237,7 @@ def benchmark_tab(
         record, notes(record)
     )
     quick_runs = gr.State([])
+    own_line = html_block(own_html(own_status), elem_id="bench-own", visible=own_status is not None)
     with gr.Row(equal_height=True):
         with gr.Column(scale=1, min_width=320):  # below that (a phone) the two controls stack
             choice = gr.Dropdown(
@@ -359,6 +371,41 @@ def benchmark_tab(
         **group,
     )
     stop.click(handlers["stop"], None, None, queue=False, api_visibility="private")
+    if own is not None:
+        watch_own(own, stored, record, page, own_line, [choice, quick_runs, older])
     # the newest GPU record, and the preset's bench on a GPU (the main view above shows it when the app runs
     # on one), read once: no events
     gpu_section(Path(results_dir) / "gpu" if results_dir else None, newest_gpu_bench(stored, engine.preset))
+
+
+def watch_own(
+    own: OwnSource, stored: list[Record], default: Record | None, page: gr.Blocks | None, line, inputs: list
+) -> None:
+    """Keep ``line`` saying where the app's own measurement stands (every :data:`POLL_S` while it runs, and when a
+    page opens); once it has a record, that record joins the chooser, chosen (the choice's change shows it) unless
+    the visitor chose another than the tab's default meanwhile."""
+    choice = inputs[0]
+    timer = gr.Timer(POLL_S, active=own().measuring)
+    seen = gr.State("")  # the own record this page was given already
+
+    def refresh(shown: str, key: str | None, runs: list[Record], older: bool) -> tuple:
+        status = own()
+        record = own_record(status)
+        if record is None or shown == record.file:
+            return own_html(status), gr.Timer(active=status.measuring), shown, gr.skip()
+        with_own(stored, record)
+        keep = key not in (None, "", record_key(default) if default is not None else None)
+        value = key if keep else record_key(record)
+        chooser = gr.Dropdown(choices=choices_for(stored, runs or [], older), value=value)
+        return own_html(status), gr.Timer(active=False), record.file, chooser
+
+    events = [timer.tick, *([page.load] if page is not None else [])]
+    gr.on(
+        events,
+        refresh,
+        [seen, *inputs],
+        [line, timer, seen, choice],
+        queue=False,
+        show_progress="hidden",
+        api_visibility="private",
+    )

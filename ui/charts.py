@@ -402,7 +402,7 @@ def seq_len_figure(record: Record | None) -> go.Figure:
             + (
                 (
                     "<br>(quick runs skip it;<br>python -m variants bench<br>measures it)"
-                    if record.is_quick
+                    if record.is_quick or record.is_own
                     else "<br>(this run skipped it;<br>python -m variants bench<br>"
                     "without --skip-sweeps<br>measures it)"
                 )

@@ -73,7 +73,8 @@ def record_label(record: Record) -> str:
     when = record.created.replace("T", " ").rstrip("Z")[:16] + " UTC"
     size = f"{count(record.n_questions)} questions"
     size = f"quick run, {size}" if record.is_quick else size
-    return " · ".join([when, size, record.lineup, record.device, hardware_label(record.hardware, record.device)])
+    parts = [when, size, record.lineup, record.device, hardware_label(record.hardware, record.device)]
+    return " · ".join(["Measured here by the app", *parts] if record.is_own else parts)  # a phone: its first words
 
 
 def record_choices(stored: list[Record], quick: list[Record]) -> list[tuple[str, str]]:
@@ -88,9 +89,11 @@ def find_record(key: str | None, stored: list[Record], quick: list[Record]) -> R
 
 def machine_key(record: Record) -> tuple:
     """What makes two records the same machine's: preset (and chain), device kind, hardware and its INT8 weight
-    format."""
+    format; the app's own measurement is apart from the bench's records (a few hundred questions beside the full
+    sample, sweeps and profile: neither stands for the other)."""
     int8 = ((record.hardware or {}).get("int8") or {}).get("format")
     return (
+        record.is_own,
         record.preset,
         record.chain.get("name"),
         device_kind(record.device),

@@ -175,6 +175,7 @@ def record_header(
     passes = frame["latency_passes"].dropna().max() if len(frame) else None
     hardware = hardware_label(record.hardware, record.device)
     source = "Quick benchmark (this session, not saved)" if record.is_quick else "Stored benchmark record"
+    source = "Measured on this machine by this app (kept with its built models)" if record.is_own else source
     file = Path(record.data.get("file") or "").name
     random_weights = [e.short_label for e in record.entries if e.latency_only]
     measured = "Latency" if random_weights and len(random_weights) == len(record.entries) else "Accuracy"
@@ -196,6 +197,8 @@ def record_header(
             else ""
         ),
     ]
+    if record.data.get("resumed_at"):  # the app's own measurement, taken across a restart
+        lines.append(esc(f"Taken across a restart: the app went on from question {count(record.data['resumed_at'])}"))
     if record.data.get("stopped"):  # a quick run stopped early: its numbers are on the questions it finished
         lines.append(esc(f"Stopped after {count(record.n_questions)} of {count(record.data.get('n_total'))} questions"))
     if measured == "Accuracy":

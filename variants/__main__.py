@@ -25,6 +25,11 @@ COMMANDS = {
         "main",
         "every variant on your own questions (SQuAD JSON, CSV, JSONL)",
     ),
+    "self-bench": (
+        "variants.benchmarking.self_bench",
+        "main",
+        "the record the app keeps of its chain measured on this machine (--measure: take it here)",
+    ),
     "plot": ("variants.benchmarking.plot", "main", "chart F1 against latency for a benchmark record"),
     "report": ("variants.benchmarking.report", "main", "a benchmark record as one self-contained HTML report"),
     "load-test": ("variants.benchmarking.load_test", "main", "concurrent clients against the app's /answer"),

@@ -175,7 +175,8 @@ class Evaluation:
         runner, block = self._turns.pop(0), self._block
         timing = self.timings[runner.name]
         try:
-            if self.position == 0 or self._rule.settle(self._last_ms.get(runner.name)):
+            first = runner.name not in self._last_ms  # its first turn in this process (a resumed run's too)
+            if first or self._rule.settle(self._last_ms.get(runner.name)):
                 runner.answer([(block[0].question, block[0].context)], 1)  # untimed: warm-up, or settle after another
             for e in block:
                 timing.time_one(runner.answer, e)  # its wall time, and its CPU time and wait (the busy flag)
@@ -192,6 +193,49 @@ class Evaluation:
         over = self.max_seconds is not None and self.seconds >= self.max_seconds
         if over and self._block is None and self.position < self.total:  # at the end of a block: it counts whole
             self.stopped = "time limit"
+
+    # --- resuming -------------------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What the run has measured, as JSON, for :meth:`resume` in another process: the questions every variant
+        has answered (a block half done is left out and measured again), each variant's times, CPU times, waits
+        and answers on them, and the model time so far."""
+        n, done = self.position, {e.id for e in self.done}
+        variants = {
+            name: {
+                "times_ms": t.times_ms[:n], "cpu_ms": t.cpu_ms[:n], "wait_ms": t.wait_ms[:n], "error": t.error,
+                "preds": {q: a for q, a in t.preds.items() if q in done},
+                "na_probs": {q: m for q, m in t.na_probs.items() if q in done},
+            }
+            for name, t in self.timings.items()
+        }  # fmt: skip
+        created = self.created.isoformat()
+        ids = [e.id for e in self.examples]
+        return {"position": n, "seconds": self.seconds, "created": created, "questions": ids, "variants": variants}
+
+    def resume(self, state: dict[str, Any]) -> bool:
+        """Go on from :meth:`checkpoint`'s ``state`` where it is of these questions and these variants (False,
+        and nothing changed, otherwise). Each variant's first turn here starts with an untimed warm-up, as a new
+        run's does."""
+        variants = state.get("variants") or {}
+        if state.get("questions") != [e.id for e in self.examples] or set(variants) != set(self.timings):
+            return False
+        position = int(state.get("position") or 0)
+        for name, saved in variants.items():
+            if self.timings[name].error:  # failed to load here: it stays out, whatever it did before
+                continue
+            times = [float(t) for t in saved.get("times_ms") or []]
+            self.timings[name] = Timing(
+                times_ms=times,
+                preds={str(q): str(a) for q, a in (saved.get("preds") or {}).items()},
+                na_probs={str(q): float(m) for q, m in (saved.get("na_probs") or {}).items()},
+                error=saved.get("error"),
+                cpu_ms=[float(t) for t in saved.get("cpu_ms") or []],
+                wait_ms=[None if t is None else float(t) for t in saved.get("wait_ms") or []],
+            )
+        self.position, self.seconds = min(position, self.total), float(state.get("seconds") or 0.0)
+        self.created = datetime.fromisoformat(state["created"]) if state.get("created") else self.created
+        return True
 
     # --- results ---------------------------------------------------------------------------------
 

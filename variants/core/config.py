@@ -30,6 +30,7 @@ ALLOW_CUSTOM_ENV = "VARIANTS_ALLOW_CUSTOM_MODELS"
 MAX_CUSTOM_MB_ENV = "VARIANTS_MAX_CUSTOM_MB"
 VISITOR_BUILD_S_ENV = "VARIANTS_VISITOR_BUILD_S"
 VISITOR_IDLE_S_ENV = "VARIANTS_VISITOR_IDLE_S"
+SELF_BENCH_ENV = "VARIANTS_SELF_BENCH"
 WINDOWS_ENV = "VARIANTS_WINDOWS"
 CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
@@ -67,6 +68,8 @@ ENVIRONMENT: dict[str, str] = {
     MAX_CUSTOM_MB_ENV: "app: largest custom model download, MB",
     VISITOR_BUILD_S_ENV: "app: seconds a visitor's model may take to build its chain before it is stopped (600)",
     VISITOR_IDLE_S_ENV: "app: seconds unused after which a visitor's built chain is dropped, files and all (900)",
+    SELF_BENCH_ENV: "app: questions of the SQuAD v2 sample the app measures its own chain on, once built, in turns "
+    "behind visitors' questions, kept with the built artifacts (default 200; 0: off)",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
     CUDA_GRAPHS_ENV: "0: the FP16 ONNX variant on CUDA runs through plain IOBinding, no CUDA graphs",
 }
@@ -76,6 +79,9 @@ MAX_CONTEXT_CHARS = 25_000  # default longest context, in characters
 MAX_CUSTOM_MB = 500  # default largest custom model download
 VISITOR_BUILD_S = 600  # default build-time cap of a visitor's chain
 VISITOR_IDLE_S = 900  # default idle time after which a visitor's chain is dropped
+# default questions of the app's own measurement of its chain: 200 is where a record's F1 stops being "noisy"
+# (records.record.QUICK_NOISY_BELOW); the embedded chain answers them in about 1 minute of model time on 2 cores
+SELF_BENCH = 200
 
 
 def env_text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -311,3 +317,8 @@ def visitor_build_s(environ: Mapping[str, str] | None = None) -> float:
 def visitor_idle_s(environ: Mapping[str, str] | None = None) -> float:
     """``$VARIANTS_VISITOR_IDLE_S`` or :data:`VISITOR_IDLE_S`."""
     return float(env_number(VISITOR_IDLE_S_ENV, float, VISITOR_IDLE_S, environ))
+
+
+def self_bench_questions(environ: Mapping[str, str] | None = None) -> int:
+    """``$VARIANTS_SELF_BENCH`` or :data:`SELF_BENCH`: the questions the app measures its own chain on (0: off)."""
+    return int(env_number(SELF_BENCH_ENV, int, SELF_BENCH, environ))

@@ -57,6 +57,7 @@ def accuracy_column(view: str) -> str:
 PEER = "peer"
 PEER_LABEL = "transformers pipeline"
 OPTIMUM_INT8 = "optimum-int8"  # the other peer: optimum's ONNX Runtime dynamic INT8 of the baseline
+SELF = "self"  # a record's kind when the app measured its own chain on its own machine (variants.records.own)
 QUICK_NOISY_BELOW = 200  # questions: fewer make F1 differences of a few points noise (about ±7 points at 50)
 
 
@@ -249,7 +250,7 @@ class Record:
     variants: list[VariantEntry] = field(default_factory=list)
     peer: VariantEntry | None = None  # the reference peer: transformers' pipeline
     peers: list[VariantEntry] = field(default_factory=list)  # other peers, measured in the same passes
-    kind: str = "full"  # or "quick": a small run from the app, beside the stored ones
+    kind: str = "full"  # or "quick": a small run from the app, beside the stored ones; or SELF: the app's own
     hardware: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
@@ -278,6 +279,11 @@ class Record:
         return self.kind == "quick"
 
     @property
+    def is_own(self) -> bool:
+        """Whether the app measured it of its own chain, on the machine it serves from (:mod:`.own`)."""
+        return self.kind == SELF
+
+    @property
     def window_rule(self) -> str:
         """The rule its long contexts' windows were combined by (``settings.windows``: a name in older records,
         the settings of ``DecodeSettings.window_rule`` since); "pipeline" where it says none."""
@@ -302,6 +308,7 @@ class Record:
         """One line naming the record for a chooser, e.g. "embedded · cpu · AMD EPYC ... · 2026-11-23 · 501 q"."""
 
         what = f"quick run, {self.n_questions} questions" if self.is_quick else f"{self.n_questions} questions"
+        what = f"measured by the app itself, {self.n_questions} questions" if self.is_own else what
         when = self.created.replace("T", " ").rstrip("Z")[:16]
         return f"{self.lineup} · {self.device} · {hardware_label(self.hardware, self.device)} · {when} UTC · {what}"
 

@@ -22,7 +22,7 @@ is read whole, and no refusal quotes more than a short excerpt of the input (:cl
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, create_model
 from variants.answering.qa import InputError, NullThreshold, parse_null_threshold
 from variants.answering.timing import SERVED, TimingRule
 from variants.core import config
+from variants.records.own import OFF, OwnStatus
 from variants.serving.edge import app_kwargs, log_refused, validation_detail
 from variants.serving.engine import MAX_QUESTION_CHARS
 from variants.serving.guard import (
@@ -123,6 +124,24 @@ class VariantInfo(BaseModel):
     calibrated_threshold: float | None = Field(description="its 'no answer' threshold tuned on SQuAD v2, if any")
     state: str = Field("ready", description="its build: ready, failed, or (not ok yet) queued or building")
     step: str = Field("", description="while building: the build step it is at, e.g. 'export to ONNX'")
+
+
+class BenchmarkStatus(BaseModel):
+    """The app's own measurement of its chain on this machine (``VARIANTS_SELF_BENCH``), and its record once taken."""
+
+    state: str = Field(description="off, waiting (for the build), measuring, done or failed")
+    done: int = Field(0, description="questions every variant has answered so far")
+    total: int = Field(0, description="questions the measurement asks")
+    message: str = Field("", description="where it stands, in one sentence")
+    resumed_at: int = Field(0, description="the question a restart went on from (0: none)")
+    error: str | None = Field(None, description="why it could not be measured, when it failed")
+    file: str | None = Field(None, description="the record's file, beside the built artifacts")
+    record: dict[str, Any] | None = Field(
+        None, description="the benchmark record, as its JSON file has it (the schema of python -m variants bench)"
+    )
+
+
+OFF_WORDS = "This app does not measure its chain itself (VARIANTS_SELF_BENCH=0)."
 
 
 class Refusal(BaseModel):
@@ -262,9 +281,10 @@ def refused(request: Request, status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
-def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
-    """``GET /v1/variants`` and ``POST /v1/answer`` over ``engine``; the requests wait in ``line`` (default: a
-    line of its own, one at a time, :data:`MAX_WAITING` waiting)."""
+def router(engine: Engine, line: ModelLine | None = None, own: Callable[[], OwnStatus] | None = None) -> APIRouter:
+    """``GET /v1/variants``, ``POST /v1/answer`` and ``GET /v1/benchmark`` over ``engine``; the requests wait in
+    ``line`` (default: a line of its own, one at a time, :data:`MAX_WAITING` waiting). ``own``: where the app's
+    measurement of its own chain stands (``SelfBench.status``; None: the app does not measure itself)."""
     line = line or ModelLine(slots=1, max_waiting=MAX_WAITING, name="request")
     route_class = type("LineGuardedRoute", (GuardedRoute,), {"line": line})
     api = APIRouter(prefix=PREFIX, tags=["variants"], route_class=route_class)
@@ -331,14 +351,22 @@ def router(engine: Engine, line: ModelLine | None = None) -> APIRouter:
         engine.check_input(request.question, request.context)  # tokenizes a long question: in the turn's thread
         return engine.answer_one(name, request.question, request.context, rule=rule, null_threshold=threshold)
 
+    @api.get("/benchmark", responses=REFUSALS)
+    def benchmark() -> BenchmarkStatus:
+        """The record of this chain measured on this machine by the app itself, or where its measurement stands."""
+        status = own() if own is not None else None
+        if status is None or status.state == OFF:
+            return BenchmarkStatus(state=OFF, message=OFF_WORDS)
+        return BenchmarkStatus(**status.as_dict())
+
     answer.__annotations__["request"] = model  # the server's context limit, in the document too
     api.post("/answer", response_model=AnswerResponse, responses=ANSWER_REFUSALS)(answer)
 
     return api
 
 
-def create_app(engine: Engine) -> FastAPI:
+def create_app(engine: Engine, own: Callable[[], OwnStatus] | None = None) -> FastAPI:
     """A FastAPI app with only :func:`router` (no Gradio): for served-latency measurements."""
     app = FastAPI(title="QA variants", docs_url=None, redoc_url=None, **app_kwargs())
-    app.include_router(router(engine))
+    app.include_router(router(engine, own=own))
     return app
