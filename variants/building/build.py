@@ -128,7 +128,7 @@ class VariantBuilder:
         """The cached ONNX file for ``spec``: :func:`variants.building.export.run_onnx_chain` with each step kept in
         the artifact cache, keyed by the source, the steps so far, the target and the library versions."""
 
-        from variants.building import export  # noqa: PLC0415 - torch, ONNX and optimum, only when a graph is built
+        from variants.building import export  # noqa: PLC0415 - torch and ONNX, only when a graph is built
 
         cache = ArtifactCache(self.cache_dir)
         for_gpu = self.device.startswith("cuda")
