@@ -15,7 +15,7 @@ import pytest
 
 import app
 from ui.about import about_html
-from ui.startup import header_html
+from ui.startup import gpu_words_html, header_html
 from ui.text import esc
 from variants.answering import gpu_check as checks
 from variants.answering.gpu_check import GpuCheck, gpu_check, session_providers
@@ -122,9 +122,11 @@ def test_a_gpu_torch_cannot_use_gets_one_log_line_a_sentence_in_the_header_and_a
     problem = gpu_check().problem()
     assert problem and problem in gpu_lines[0]
     header = header_html(engine.snapshot())
-    assert f'<div class="qa-gpu-problem" id="qa-gpu-problem">{esc(problem)}</div>' in header
+    shown = gpu_words_html(problem)  # escaped, its requirements.txt lines set as code
+    assert f'<div class="qa-gpu-problem" id="qa-gpu-problem">{shown}</div>' in header
+    assert f"<code>{esc(checks.TORCH_CUDA12_INDEX)}</code>" in shown and re.sub("<[^>]+>", "", shown) == esc(problem)
     about = about_html(engine)
-    assert esc(gpu_check().facts()) in about and esc(problem) in about
+    assert esc(gpu_check().facts()) in about and shown in about
     demo = app.build_demo(engine, results_dir=tmp_path / "no-records")  # the page's header, as served
     by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     assert "qa-gpu-problem" in by_id["qa-header"].value

@@ -9,7 +9,7 @@ from variants.core.hardware import current_hardware, hardware_label
 from variants.serving.engine import Engine
 
 from . import ROOT
-from .startup import variant_line
+from .startup import gpu_words_html, variant_line
 from .text import esc, fmt_mb, fmt_params, runtime_line, scroll_region
 
 
@@ -138,7 +138,7 @@ def gpu_summary_html() -> str:
     if check is None:
         return ""
     problem = check.problem()
-    return f'<p id="qa-about-gpu">{esc(check.facts())}.</p>' + (f"<p>{esc(problem)}</p>" if problem else "")
+    return f'<p id="qa-about-gpu">{esc(check.facts())}.</p>' + (f"<p>{gpu_words_html(problem)}</p>" if problem else "")
 
 
 def machine_summary() -> str:

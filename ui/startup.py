@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from variants.answering.gpu_check import gpu_check
+from variants.answering.gpu_check import ORT_CUDA12, TORCH_CUDA12, TORCH_CUDA12_INDEX, gpu_check
 from variants.building.replica import LATENCY_ONLY
 from variants.core import config
 from variants.core import spec as specs
@@ -84,7 +84,15 @@ def gpu_problem_html() -> str:
     machine without one."""
     check = gpu_check()
     problem = check.problem() if check is not None else ""
-    return f'<div class="qa-gpu-problem" id="qa-gpu-problem">{esc(problem)}</div>' if problem else ""
+    return f'<div class="qa-gpu-problem" id="qa-gpu-problem">{gpu_words_html(problem)}</div>' if problem else ""
+
+
+def gpu_words_html(text: str) -> str:
+    """``text`` escaped, the requirements.txt lines it names set as code."""
+    html = esc(text)
+    for line in (TORCH_CUDA12_INDEX, TORCH_CUDA12, ORT_CUDA12):
+        html = html.replace(esc(line), f"<code>{esc(line)}</code>")
+    return html
 
 
 def preset_hint(snap: Snapshot) -> str:

@@ -131,7 +131,8 @@ def gpu_check() -> GpuCheck | None:
         torch_sees_cuda=torch.cuda.is_available(),
         ort_version=ort.__version__,
         ort_cuda=getattr(build_and_package_info, "cuda_version", None),
-        ort_providers=session_providers("cuda:0"),
+        # the CPU package has no CUDA provider to try (asked for one, it only warns): its CPU session is the answer
+        ort_providers=session_providers("cuda:0" if CUDA in ort.get_available_providers() else "cpu"),
     )
 
 
