@@ -82,22 +82,24 @@ class GpuCheck:
         return f"{head}: in requirements.txt, pin {' and '.join(lines)}, the CUDA 12 builds."
 
     def _torch_why(self) -> str:
-        if self.torch_sees_cuda:
-            return ""
-        if not self.torch_cuda:
-            return f"torch {self.torch_version} is a CPU build"
-        if _major(self.torch_cuda) > self.driver.cuda_major:
-            return f"torch {self.torch_version} needs CUDA {self.torch_cuda}"
-        return f"torch {self.torch_version} (CUDA {self.torch_cuda}) sees no GPU"
+        torch = f"torch {self.torch_version}"
+        return self._why(self.torch_sees_cuda, self.torch_cuda, torch, f"{torch} is a CPU build", "sees no GPU")
 
     def _ort_why(self) -> str:
-        if self.ort_uses_cuda:
+        cpu_package = f"onnxruntime {self.ort_version} has no CUDA provider"
+        failed = "could not start its CUDA provider"
+        return self._why(self.ort_uses_cuda, self.ort_cuda, f"onnxruntime-gpu {self.ort_version}", cpu_package, failed)
+
+    def _why(self, works: bool, cuda: str | None, name: str, no_cuda: str, failed: str) -> str:
+        """Why a library does not use the GPU: a build without CUDA, one for a newer CUDA than the driver runs, or
+        a CUDA build that failed all the same; "" where it works."""
+        if works:
             return ""
-        if not self.ort_cuda:
-            return f"onnxruntime {self.ort_version} has no CUDA provider"
-        if _major(self.ort_cuda) > self.driver.cuda_major:
-            return f"onnxruntime-gpu {self.ort_version} needs CUDA {self.ort_cuda}"
-        return f"onnxruntime-gpu {self.ort_version} (CUDA {self.ort_cuda}) could not start its CUDA provider"
+        if not cuda:
+            return no_cuda
+        if _major(cuda) > self.driver.cuda_major:
+            return f"{name} needs CUDA {cuda}"
+        return f"{name} (CUDA {cuda}) {failed}"
 
     def _lines_to_change(self) -> list[str]:
         """The requirements.txt lines that would install what is missing (none where it is installed already)."""
