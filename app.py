@@ -35,6 +35,7 @@ from ui.report import benchmark_report_file, questions_report_file
 from ui.startup import STARTUP_CSS, header_html, make_header_refresh, when_changed
 from ui.styles import html_block, launch_style
 from ui.text import notice_html
+from variants.answering.gpu_check import gpu_check
 from variants.benchmarking.evaluate import Evaluation
 from variants.benchmarking.quick import QuickRun
 from variants.benchmarking.self_bench import SelfBench
@@ -242,6 +243,9 @@ def prepare_models(args: argparse.Namespace) -> Engine:
     serves); its build prints one line per step."""
     engine = engine_from_args(args, build=False)
     engine.status.set_log(console_line)
+    gpu = gpu_check()  # on a machine with an NVIDIA GPU: what torch and ONNX Runtime make of it, in one line
+    if gpu is not None:
+        print(gpu.log_line(), flush=True)
     artifacts = engine.cache_dir or default_cache_dir()
     hub = config.hub_cache() or Path(hf_constants.HF_HUB_CACHE)
     where = config.persistent_dir()

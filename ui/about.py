@@ -3,12 +3,13 @@
 import platform
 from pathlib import Path
 
+from variants.answering.gpu_check import gpu_check
 from variants.core import spec as specs
 from variants.core.hardware import current_hardware, hardware_label
 from variants.serving.engine import Engine
 
 from . import ROOT
-from .startup import variant_line
+from .startup import gpu_words_html, variant_line
 from .text import esc, fmt_mb, fmt_params, runtime_line, scroll_region
 
 
@@ -113,7 +114,7 @@ def about_html(engine: Engine) -> str:
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>",
             "The variants, how each is built and what it runs on",
         )
-        + f"<h3>This machine</h3><p>{esc(machine_summary())}</p>"
+        + f"<h3>This machine</h3><p>{esc(machine_summary())}</p>{gpu_summary_html()}"
     )
 
 
@@ -128,6 +129,16 @@ def serving_line(engine: Engine) -> str:
             "answers depend on what shares their batch, run one request at a time."
         )
     return line
+
+
+def gpu_summary_html() -> str:
+    """With an NVIDIA GPU: its driver and the CUDA it runs, whether torch sees CUDA, the providers ONNX Runtime
+    really runs, and what stops them using it where something does; "" without one."""
+    check = gpu_check()
+    if check is None:
+        return ""
+    problem = check.problem()
+    return f'<p id="qa-about-gpu">{esc(check.facts())}.</p>' + (f"<p>{gpu_words_html(problem)}</p>" if problem else "")
 
 
 def machine_summary() -> str:

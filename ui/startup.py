@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
+from variants.answering.gpu_check import ORT_CUDA12, TORCH_CUDA12, TORCH_CUDA12_INDEX, gpu_check
 from variants.building.replica import LATENCY_ONLY
 from variants.core import config
 from variants.core import spec as specs
@@ -41,6 +42,7 @@ STARTUP_CSS = """
 .qa-build .qa-now { font-weight: 600; }
 .qa-build-summary.qa-failed { color: #dc2626; }
 .qa-muted { color: var(--body-text-color-subdued); }
+.qa-gpu-problem { margin-top: 6px; padding-left: 8px; border-left: 3px solid #d97706; }
 """
 
 
@@ -73,7 +75,24 @@ def header_html(snap: Snapshot) -> str:
         f"<b>{esc(hardware_words(snap.device))}</b>"
     )
     line += preset_hint(snap)
-    return f'<div class="qa-header">{line}{build_html(snap.build)}</div>'
+    return f'<div class="qa-header">{line}{gpu_problem_html()}{build_html(snap.build)}</div>'
+
+
+def gpu_problem_html() -> str:
+    """The header's sentence when this machine has an NVIDIA GPU that torch or ONNX Runtime cannot use (what the
+    driver runs, what the installed builds need, the requirements.txt lines to change); "" otherwise, and on a
+    machine without one."""
+    check = gpu_check()
+    problem = check.problem() if check is not None else ""
+    return f'<div class="qa-gpu-problem" id="qa-gpu-problem">{gpu_words_html(problem)}</div>' if problem else ""
+
+
+def gpu_words_html(text: str) -> str:
+    """``text`` escaped, the requirements.txt lines it names set as code."""
+    html = esc(text)
+    for line in (TORCH_CUDA12_INDEX, TORCH_CUDA12, ORT_CUDA12):
+        html = html.replace(esc(line), f"<code>{esc(line)}</code>")
+    return html
 
 
 def preset_hint(snap: Snapshot) -> str:

@@ -172,3 +172,26 @@ def test_the_backbone_probe_times_each_model_against_the_first(tiny_qa_dir, tiny
     assert other["forward_ms_median"] > 0 and other["train_step_vs_reference"] > 0
     with pytest.raises(SystemExit):
         backbone_probe.main(["--backbone", "no-folder"])
+
+
+def test_the_ort_version_probe_compares_each_graph_and_puts_a_difference_in_graph_or_runtime(tiny_pruned_dir, tmp_path):
+    """One build, in this interpreter, compared with itself: every graph the same, logits the same to the bit (the
+    record's two interpreters run in subprocesses, too slow for the suite; the committed record is such a run)."""
+    import shutil  # noqa: PLC0415
+
+    from experiments import ort_version_probe as probe  # noqa: PLC0415
+
+    facts = probe.this_interpreter(tiny_pruned_dir, tmp_path / "run-0")
+    assert facts["graphs"]["optimize-gpu"]["fused_operators"]["Attention"] == 2  # the tiny model's two layers
+    assert facts["graphs"]["int8"]["operators"].get("com.microsoft:QAttention") == 2
+    compared = probe.compare(facts, facts)
+    assert set(compared) == set(probe.GRAPHS)
+    same = ("same_operators", "same_fusions", "same_attention_heads")
+    assert all(row[key] for row in compared.values() for key in same)
+    assert compared["optimize-gpu"]["logits_max_abs_diff"] == 0.0
+    shutil.copytree(tmp_path / "run-0", tmp_path / "run-1")
+    logits = probe.logits_of([tmp_path / "run-0", tmp_path / "run-1"])
+    apart = probe.kernels_or_graphs([logits, logits], ["a", "b"])
+    assert set(apart) == {"optimize-cpu", "int8"} and set(apart["int8"].values()) == {0.0}
+    other = {**facts, "graphs": {**facts["graphs"], "int8": {**facts["graphs"]["int8"], "operators": {}}}}
+    assert probe.compare(facts, other)["int8"]["same_operators"] is False  # a difference is found

@@ -21,11 +21,13 @@ kernel dispatch (``platform.cpp``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -157,23 +159,66 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+@dataclass(frozen=True)
+class NvidiaDriver:
+    """This machine's NVIDIA GPUs as NVML sees them: their names, the driver's version and the newest CUDA version
+    that driver runs (NVML's ``12090`` -> ``"12.9"``)."""
+
+    gpus: tuple[str, ...]
+    driver: str  # e.g. "575.57.08"
+    cuda: str  # e.g. "12.9"
+
+    @property
+    def cuda_major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@contextlib.contextmanager
+def _nvml() -> Iterator[Any]:
+    """nvidia-ml-py's ``pynvml``, initialised for the block; raises where there is no NVML library or driver."""
+    import pynvml  # noqa: PLC0415 - from nvidia-ml-py (the gpu extra)
+
+    pynvml.nvmlInit()
+    try:
+        yield pynvml
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def nvidia_driver() -> NvidiaDriver | None:
+    """The NVIDIA driver and its GPUs by NVML, not by torch: a torch build that cannot use the GPU (built for a
+    newer CUDA than the driver runs, or a CPU build) does not hide it. None where there is no NVML, no driver or
+    no GPU."""
+    try:
+        with _nvml() as nvml:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+            if not handles:
+                return None
+            cuda = int(nvml.nvmlSystemGetCudaDriverVersion())  # 1000 x major + 10 x minor
+            return NvidiaDriver(
+                gpus=tuple(_text(nvml.nvmlDeviceGetName(h)) for h in handles),
+                driver=_text(nvml.nvmlSystemGetDriverVersion()),
+                cuda=f"{cuda // 1000}.{cuda % 1000 // 10}",
+            )
+    except Exception:  # no library, no driver, a driver NVML cannot question: no NVIDIA GPU as far as we can tell
+        return None
+
+
 def _gpus() -> list[dict[str, Any]]:
     """Name and memory of each visible GPU: NVML first, torch if it is already imported."""
     try:
-        import pynvml  # noqa: PLC0415 - from nvidia-ml-py
-
-        pynvml.nvmlInit()
-        try:
+        with _nvml() as nvml:
             gpus = []
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-                name = pynvml.nvmlDeviceGetName(handle)
-                name = name.decode() if isinstance(name, bytes) else name
-                total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-                gpus.append({"name": name, "memory_gb": round(total / 2**30, 1)})
+            for i in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+                total = nvml.nvmlDeviceGetMemoryInfo(handle).total
+                gpus.append({"name": _text(nvml.nvmlDeviceGetName(handle)), "memory_gb": round(total / 2**30, 1)})
             return gpus
-        finally:
-            pynvml.nvmlShutdown()
     except Exception:  # no driver / no library: no GPU as far as NVML knows
         pass
     torch = sys.modules.get("torch")
