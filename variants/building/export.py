@@ -401,10 +401,13 @@ def run_onnx_chain(
     for_gpu: bool,
     store: StepStore,
     progress: Callable[[float, str], None] | None = None,
+    apply: Callable[[str, Path, Path, bool], Any] = apply_step,
 ) -> Path:
     """The one ONNX chain: ``export(folder)`` writes the FP32 graph, then each of ``steps`` reads the one
     before; ``store`` keeps each step's folder (the engine's is the artifact cache, so a chain shares its
-    steps with every other chain that starts the same way). Returns the final ``model.onnx``."""
+    steps with every other chain that starts the same way). Returns the final ``model.onnx``. ``apply`` runs
+    a step (:func:`apply_step`'s arguments; the engine's runs a large model's in a child process,
+    :mod:`variants.building.apart`)."""
     check_steps(steps)
     names = ("export", *steps)
     path: Path | None = None
@@ -417,7 +420,7 @@ def run_onnx_chain(
 
             def build(tmp: Path, src: Path | None = path, step: str = step) -> None:
                 assert src is not None
-                apply_step(step, src, tmp, for_gpu)
+                apply(step, src, tmp, for_gpu)
 
         path = store(names[: i + 1], build) / ONNX_NAME
     assert path is not None
