@@ -5,27 +5,37 @@ libraries that do it keep copies of their own. :class:`PeakSampler` follows the 
 of its children (steps run in a child process where that returns their memory, :mod:`variants.building.steps`)
 while a build runs, attributing each sample to the step the build is in, so a record says which step peaked.
 :func:`available_bytes` is what this machine (or this container: a Space's limit is its cgroup's, not the host's)
-can still give; :data:`BUILD_FACTOR` times a model's FP32 weights is what its no-training chain needs above what
+can still give; :data:`CHAIN_FACTOR` times a model's FP32 weights is what its no-training chain needs above what
 the app already holds (docs/usage.md, "Memory a build needs"; measured by ``python -m variants build
 --memory-record``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import resource
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-# A no-training chain's steps peak at about this many times the model's FP32 weights above what the process held
-# before the build (the records in experiments/records/memory/): a visitor's model is refused where it would not fit.
-BUILD_FACTOR = 3.0
+from variants.core.hardware import current_hardware
+from variants.core.versions import record_versions
+
+# What a no-training chain's build takes, in multiples of the model's FP32 weights (the records in
+# experiments/records/memory/, docs/usage.md "Memory a build needs"): each step at most STEP_FACTOR above what the
+# app holds when it starts (the step's child process, for a large model); the whole chain, its loaded variants and
+# its largest step together, CHAIN_FACTOR above what the app held before it. A visitor's model is refused where
+# CHAIN_FACTOR times its weights is more than the memory free.
+STEP_FACTOR = 3.0
+CHAIN_FACTOR = 6.0
 GB = 1e9
 
 _CGROUP_V2 = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current"))
@@ -101,13 +111,9 @@ def fp32_bytes(config: dict[str, Any]) -> int | None:
     return 4 * (params + 2 * hidden + 2)  # + the QA head
 
 
-def build_need_bytes(weights_fp32: int, factor: float = BUILD_FACTOR) -> int:
-    """What building a model's no-training chain needs above what the app holds (:data:`BUILD_FACTOR`)."""
+def build_need_bytes(weights_fp32: int, factor: float = CHAIN_FACTOR) -> int:
+    """What building a model's no-training chain needs above what the app holds (:data:`CHAIN_FACTOR`)."""
     return int(weights_fp32 * factor)
-
-
-def fits(weights_fp32: int, free: int | None = None, factor: float = BUILD_FACTOR) -> bool:
-    return build_need_bytes(weights_fp32, factor) <= (available_bytes() if free is None else free)
 
 
 def gigabytes(n: float) -> str:
@@ -211,12 +217,6 @@ def build_record(sampler: PeakSampler, names: list[str], configs: list[Path], be
     """The record of a sampled build of the variants ``names`` from the models whose ``config.json`` are ``configs``:
     per step peaks, the largest model's FP32 weights and each step's rise above its start as a multiple of them,
     with the machine, its load and the versions."""
-    import json  # noqa: PLC0415
-    import platform  # noqa: PLC0415
-    from datetime import UTC, datetime  # noqa: PLC0415
-
-    from variants.core.hardware import current_hardware  # noqa: PLC0415
-    from variants.core.versions import record_versions  # noqa: PLC0415
 
     result = sampler.result()
     weights = [fp32_bytes(json.loads(c.read_text(encoding="utf-8"))) for c in configs if c.is_file()]
@@ -224,13 +224,14 @@ def build_record(sampler: PeakSampler, names: list[str], configs: list[Path], be
     if largest:
         for step in result["steps"]:
             step["above_start_x_weights"] = round(step["above_start_gb"] * GB / largest, 2)
+        result["peak_above_before_build_x_weights"] = round(result["peak_above_before_build_gb"] * GB / largest, 2)
     return {
         "kind": "build-memory",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m variants", *argv[1:]]),
         "variants": names,
         "model_fp32_gb": round(largest / GB, 3) if largest else None,
-        "factor": BUILD_FACTOR,
+        "factors": {"step": STEP_FACTOR, "chain": CHAIN_FACTOR},
         **result,
         "memory_before": before,
         "memory_after": memory_facts(),

@@ -1,0 +1,159 @@
+"""Builds that fit the machine: a model's FP32 weights counted from its config, the memory free (a container's limit
+too), a visitor's model refused before any download where its chain would not fit (free memory stood in for), the
+sampler that attributes memory to build steps, a large model's ONNX steps in a child process, and gradio's private
+temporary folder. The BERT-large replica's measured peaks: experiments/records/memory/ (``python -m variants build
+--memory-record``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+from app_helpers import MB, MODEL_ID, SMALL, FakeHub
+
+from variants.building import apart, export
+from variants.building.build import VariantBuilder
+from variants.building.custom import CustomModelRefused, inspect_model
+from variants.core import memory
+from variants.core import spec as specs
+
+# --- what a model weighs, what the machine has ------------------------------------------------------------------
+
+
+def test_fp32_weights_are_counted_from_the_config_as_the_model_has_them(tiny_qa_dir: Path) -> None:
+    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
+
+    config = json.loads((tiny_qa_dir / "config.json").read_text())
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir)
+    params = sum(p.numel() for p in model.parameters())
+    assert memory.fp32_bytes(config) == 4 * params
+    large = {"vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 4096}
+    large |= {"max_position_embeddings": 512, "type_vocab_size": 2}
+    assert memory.fp32_bytes(large) == pytest.approx(1.336e9, rel=1e-3)  # BERT-large: 334M parameters
+    assert memory.fp32_bytes({"model_type": "bert"}) is None
+
+
+def test_a_containers_limit_is_what_it_has_left(tmp_path: Path) -> None:
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("16000000000\n")
+    usage.write_text("6000000000\n")
+    assert memory.cgroup_free_bytes(((limit, usage),)) == 10_000_000_000
+    limit.write_text("max\n")  # no limit: the machine's own memory counts
+    assert memory.cgroup_free_bytes(((limit, usage),)) is None
+    assert memory.cgroup_free_bytes(((tmp_path / "none", usage),)) is None
+    assert 0 < memory.available_bytes() <= memory.psutil.virtual_memory().total
+
+
+# --- a visitor's model, refused before its weights are downloaded ------------------------------------------------
+
+
+def test_a_visitors_model_that_would_not_fit_is_refused_before_any_download(
+    tiny_qa_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    weights = memory.fp32_bytes(json.loads((tiny_qa_dir / "config.json").read_text()))
+    assert weights is not None
+    need = memory.build_need_bytes(weights)
+    monkeypatch.setattr(memory, "available_bytes", lambda: need - 1)
+    hub = FakeHub(tiny_qa_dir / "config.json", SMALL).install(monkeypatch, tmp_path)
+    with pytest.raises(CustomModelRefused) as refused:
+        inspect_model(MODEL_ID)
+    sentence = str(refused.value)
+    assert sentence.startswith(f"{MODEL_ID} would not fit in this machine's memory: building its chain takes about")
+    assert sentence.count(". ") == 0 and sentence.endswith("are free.")
+    assert hub.downloads == ["config.json"]  # its config alone: no weights
+    monkeypatch.setattr(memory, "available_bytes", lambda: need)
+    assert inspect_model(MODEL_ID).model_id == MODEL_ID
+
+
+def test_without_sizes_in_its_config_a_visitors_model_counts_its_files(tmp_path: Path, monkeypatch) -> None:
+    config = {"architectures": ["BertForQuestionAnswering"], "model_type": "bert"}  # no sizes
+    FakeHub(config, {"config.json": 600, "model.safetensors": 400 * MB}).install(monkeypatch, tmp_path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(400 * MB * memory.CHAIN_FACTOR) - 1)
+    with pytest.raises(CustomModelRefused, match="would not fit"):
+        inspect_model(MODEL_ID)
+
+
+# --- the sampler -------------------------------------------------------------------------------------------------
+
+
+def test_the_sampler_counts_each_step_its_own_peak() -> None:
+    step = {"now": "a: export"}
+    with memory.PeakSampler(lambda: step["now"], interval=0.01) as sampler:
+        sampler.sample()
+        step["now"] = "a: optimize"
+        held = bytearray(64 * 2**20)  # 64 MB touched: resident
+        sampler.sample()
+        step["now"] = ""
+        sampler.sample()
+        del held
+    result = sampler.result()
+    steps = {s["step"]: s for s in result["steps"]}
+    assert list(steps) == ["a: export", "a: optimize"]  # "" (between steps) is left out
+    assert steps["a: optimize"]["peak_gb"] >= steps["a: export"]["start_gb"] + 0.05
+    assert result["peak_gb"] >= steps["a: optimize"]["peak_gb"]
+    assert result["kernel_max_rss_gb"]["this_process"] >= result["before_build_gb"]
+
+
+# --- a large model's steps in a child process --------------------------------------------------------------------
+
+
+@pytest.mark.slow  # three child processes, each importing torch and ONNX Runtime
+def test_a_large_models_steps_run_apart_and_build_the_same_graph(
+    tiny_qa_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    spec = next(s for s in specs.chain(specs.Family("t", str(tiny_qa_dir), None, ""), "cpu") if s.name.endswith("opt"))
+    builder = VariantBuilder("cpu", tmp_path / "here")
+    assert not builder.builds_apart(spec)  # a tiny model builds in-process
+    monkeypatch.setattr(apart, "APART_MIN_BYTES", 0)
+    assert builder.builds_apart(spec)
+    calls = []
+    real = apart.run_apart
+    monkeypatch.setattr("variants.building.build.run_apart", lambda task, **kw: (calls.append(task), real(task, **kw)))
+    path = builder.onnx_artifact(spec, builder.tokenizer(spec), lambda _f, _m: None)
+    assert calls == ["export", "step"]
+    assert export.attention_heads(path)  # fused: the optimizer ran in the child
+    feed = export.dummy_inputs(path)
+    monkeypatch.setattr(apart, "APART_MIN_BYTES", 2**62)
+    here = VariantBuilder("cpu", tmp_path / "apart-off").onnx_artifact(spec, builder.tokenizer(spec), lambda *_: None)
+    assert export.max_abs_diff(export.run_cpu(path, feed), export.run_cpu(here, feed)) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_step_that_fails_apart_says_why_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "none.onnx"
+    with pytest.raises(RuntimeError) as failed:
+        apart.run_apart("step", step="optimize", src=str(missing), out=str(tmp_path / "o"), for_gpu=False)
+    said = str(failed.value)
+    assert "\n" not in said and re.match(r"^\w+: ", said) and "none.onnx" in said, said  # "Type: message"
+
+
+# --- gradio's temporary folder -----------------------------------------------------------------------------------
+
+
+def test_gradio_gets_a_private_folder_unless_the_host_named_one(tmp_path: Path, monkeypatch) -> None:
+    from ui import files  # noqa: PLC0415
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "host's"))
+    assert files.gradio_folder() == tmp_path / "host's"  # the host's, left as it is
+    assert os.environ["GRADIO_TEMP_DIR"] == str(tmp_path / "host's")
+    monkeypatch.delenv("GRADIO_TEMP_DIR")
+    folder = files.gradio_folder()
+    assert folder.parent == files.process_folder() and folder.is_dir()
+    assert os.environ["GRADIO_TEMP_DIR"] == str(folder)
+    assert stat.S_IMODE(files.process_folder().stat().st_mode) == 0o700  # no one else may look inside
+
+
+def test_the_app_sets_gradios_folder_before_gradio_is_imported() -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "GRADIO_TEMP_DIR"}
+    code = "import app, gradio.route_utils as r, ui.files as f; print(r.DEFAULT_TEMP_DIR); print(f.process_folder())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    read_at_import, ours = out.stdout.split()
+    assert Path(read_at_import) == Path(ours) / "gradio"  # what gradio read when imported is the app's own
