@@ -157,3 +157,22 @@ def test_the_app_sets_gradios_folder_before_gradio_is_imported() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
     read_at_import, ours = out.stdout.split()
     assert Path(read_at_import) == Path(ours) / "gradio"  # what gradio read when imported is the app's own
+
+
+def test_the_build_command_writes_a_memory_record(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    from variants.cli import build_main  # noqa: PLC0415
+
+    path = tmp_path / "records" / "build.json"
+    argv = ["--baseline", str(tiny_qa_dir), "--pruned", "none", "--variants", "baseline,baseline-onnx", "--device"]
+    argv += ["cpu", "--cache-dir", str(tmp_path / "cache"), "--memory-record", str(path)]
+    assert build_main(argv) == 0
+    record = json.loads(path.read_text())
+    assert record["kind"] == "build-memory" and record["variants"] == ["baseline", "baseline-onnx"]
+    steps = [s["step"] for s in record["steps"]]
+    assert "baseline-onnx: export" in steps and all(s["peak_gb"] >= s["start_gb"] > 0 for s in record["steps"])
+    assert record["model_fp32_gb"] == pytest.approx(
+        memory.fp32_bytes(json.loads((tiny_qa_dir / "config.json").read_text())) / 1e9, abs=1e-3
+    )
+    assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"] and "load_average" in record["memory_before"]
+    assert build_main([*argv[:-1], str(tmp_path / "folder")]) == 0  # a folder: a record named in it
+    assert [p.name.startswith("build-memory-") for p in (tmp_path / "folder").iterdir()] == [True]

@@ -291,7 +291,7 @@ def record_memory(engine: Engine, progress, args: argparse.Namespace) -> Path:
     record (peak per step, hardware, versions) to ``args.memory_record`` (a file, or a folder for a named one)."""
     from variants.core import memory  # noqa: PLC0415
 
-    before = memory.memory_facts()
+    before = memory.memory_facts(versions=True)
     with memory.PeakSampler(partial(building_step, engine)) as sampler:
         engine.build(progress)
     configs = [engine.source(s).path / "config.json" for s in {s.source: s for s in engine.specs}.values()]

@@ -202,21 +202,26 @@ class PeakSampler:
         }
 
 
-def memory_facts() -> dict[str, Any]:
-    """The machine's memory beside a record: total, available now, and the container's limit if any."""
+def memory_facts(versions: bool = False) -> dict[str, Any]:
+    """The machine's memory beside a record: total, available now, the container's limit if any, the load; with
+    ``versions``, the libraries' and the code's (taken as a build begins: the code may change while it runs)."""
     vm = psutil.virtual_memory()
-    return {
+    facts: dict[str, Any] = {
         "total_gb": round(vm.total / GB, 2),
         "available_gb": round(vm.available / GB, 2),
         "container_free_gb": None if (c := cgroup_free_bytes()) is None else round(c / GB, 2),
         "pid": os.getpid(),
+        "load_average": list(os.getloadavg()),
     }
+    if versions:
+        facts["versions"] = {**record_versions(), "platform": platform.platform()}
+    return facts
 
 
 def build_record(sampler: PeakSampler, names: list[str], configs: list[Path], before: dict[str, Any], argv: list[str]):
     """The record of a sampled build of the variants ``names`` from the models whose ``config.json`` are ``configs``:
     per step peaks, the largest model's FP32 weights and each step's rise above its start as a multiple of them,
-    with the machine, its load and the versions."""
+    with the machine, its load and the versions (``before``: :func:`memory_facts` taken as the build began)."""
 
     result = sampler.result()
     weights = [fp32_bytes(json.loads(c.read_text(encoding="utf-8"))) for c in configs if c.is_file()]
@@ -236,7 +241,7 @@ def build_record(sampler: PeakSampler, names: list[str], configs: list[Path], be
         "memory_before": before,
         "memory_after": memory_facts(),
         "hardware": current_hardware(),
-        "versions": {**record_versions(), "platform": platform.platform()},
+        "versions": before.pop("versions", None),
         "load_average_after": list(os.getloadavg()),
     }
 
