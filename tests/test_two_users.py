@@ -101,12 +101,12 @@ def app_as(user: str, python: str, env: dict[str, str], port: int, log: Path) ->
         assert page and "build over: 1 of 1 variants ready" in text, text
         yield url
     finally:
-        proc.terminate()
+        proc.terminate()  # as a host stops it: the app exits on SIGTERM, removing its temporary folder
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            raise
 
 
 def upload(url: str, name: str, text: str) -> Path:
