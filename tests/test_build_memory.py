@@ -1,15 +1,13 @@
 """Builds that fit the machine: a model's FP32 weights counted from its config, the memory free (a container's limit
 too), a visitor's model refused before any download where its chain would not fit (free memory stood in for), the
-sampler that attributes memory to build steps, a large model's ONNX steps in a child process, and gradio's private
-temporary folder. The BERT-large replica's measured peaks: experiments/records/memory/ (``python -m variants build
---memory-record``)."""
+sampler that attributes memory to build steps, and a large model's ONNX steps in a child process. Gradio's private
+temporary folder: test_files.py. The BERT-large replica's measured peaks: experiments/records/memory/ (``python -m
+variants build --memory-record``)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from pathlib import Path
 
 import pytest
@@ -129,34 +127,6 @@ def test_a_step_that_fails_apart_says_why_in_one_line(tmp_path: Path) -> None:
         apart.run_apart("step", step="optimize", src=str(missing), out=str(tmp_path / "o"), for_gpu=False)
     said = str(failed.value)
     assert "\n" not in said and re.match(r"^\w+: ", said) and "none.onnx" in said, said  # "Type: message"
-
-
-# --- gradio's temporary folder -----------------------------------------------------------------------------------
-
-
-def test_gradio_gets_a_private_folder_unless_the_host_named_one(tmp_path: Path, monkeypatch) -> None:
-    from ui import files  # noqa: PLC0415
-
-    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "host's"))
-    assert files.gradio_folder() == tmp_path / "host's"  # the host's, left as it is
-    assert os.environ["GRADIO_TEMP_DIR"] == str(tmp_path / "host's")
-    monkeypatch.delenv("GRADIO_TEMP_DIR")
-    folder = files.gradio_folder()
-    assert folder.parent == files.process_folder() and folder.is_dir()
-    assert os.environ["GRADIO_TEMP_DIR"] == str(folder)
-    assert stat.S_IMODE(files.process_folder().stat().st_mode) == 0o700  # no one else may look inside
-
-
-def test_the_app_sets_gradios_folder_before_gradio_is_imported() -> None:
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    root = Path(__file__).resolve().parent.parent
-    env = {k: v for k, v in os.environ.items() if k != "GRADIO_TEMP_DIR"}
-    code = "import app, gradio.route_utils as r, ui.files as f; print(r.DEFAULT_TEMP_DIR); print(f.process_folder())"
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
-    read_at_import, ours = out.stdout.split()
-    assert Path(read_at_import) == Path(ours) / "gradio"  # what gradio read when imported is the app's own
 
 
 def test_the_build_command_writes_a_memory_record(tiny_qa_dir: Path, tmp_path: Path) -> None:
