@@ -14,6 +14,7 @@ import argparse
 import errno
 import functools
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import ui.own_files  # noqa: F401  # isort: skip - first: gradio's temporary folder, before gradio is imported
 import gradio as gr
 import uvicorn
 from fastapi import FastAPI
@@ -362,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         self_bench=self_bench,
     )
     own = self_bench.status if self_bench is not None else None
+    exit_on_sigterm()
     trusted = config.trusted_proxies(args.trusted_proxy)  # who the visitor is: the proxies that may say
     if config.on_space():  # gradio's launch() would start its Spaces hot reloader (see serve_mounted)
         try:
@@ -403,6 +406,14 @@ def start_models(engine: Engine, self_bench: SelfBench | None) -> None:
     build = engine.build_in_background()
     if self_bench is not None:
         self_bench.start(after=build)
+
+
+def exit_on_sigterm() -> None:
+    """A host stops the app with SIGTERM (a Space, systemd, ``kill``): exit as after Ctrl+C, so that what runs at
+    exit does, and this process's temporary folder goes (gradio's, with visitors' uploads, is inside it:
+    :func:`ui.files.gradio_folder`). Python's default for SIGTERM ends the process without running it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
 
 
 def serve_mounted(

@@ -9,6 +9,7 @@ import json
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from variants.answering.qa import WINDOW_RULES, DecodeSettings, InputError, parse_null_threshold
@@ -35,6 +36,7 @@ from variants.core.config import (
     env_text,
 )
 from variants.serving.batching import BatchingConfig
+from variants.serving.build_status import BUILDING
 from variants.serving.engine import Engine, prepare_engine
 from variants.serving.outcome import busy_words
 
@@ -268,7 +270,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         bar.n = int(fraction * 100) if fraction else bar.n
         bar.refresh()
 
-    engine.build(progress)
+    if args.memory_record:
+        record_memory(engine, progress, args)
+    else:
+        engine.build(progress)
     bar.close()
     if engine.notice:
         print(engine.notice, file=sys.stderr)
@@ -279,6 +284,35 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"{v.spec.name:<24} {status}")
     print(f"{len(engine.loaded)} variants built or found in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
+
+
+def record_memory(engine: Engine, progress, args: argparse.Namespace) -> Path:
+    """Build while sampling resident memory per step (:class:`~variants.core.memory.PeakSampler`); write the
+    record (peak per step, hardware, versions) to ``args.memory_record`` (a file, or a folder for a named one)."""
+    from variants.core import memory  # noqa: PLC0415
+
+    before = memory.memory_facts(versions=True)
+    with memory.PeakSampler(partial(building_step, engine)) as sampler:
+        engine.build(progress)
+    configs = [engine.source(s).path / "config.json" for s in {s.source: s for s in engine.specs}.values()]
+    record = memory.build_record(sampler, [s.name for s in engine.specs], configs, before, sys.argv)
+    path = Path(args.memory_record)
+    if path.suffix != ".json":
+        path = path / memory.record_name(engine.preset, record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(memory.summary(record), file=sys.stderr)
+    print(f"wrote {path}", file=sys.stderr)
+    return path
+
+
+def building_step(engine: Engine) -> str:
+    """What the engine's build is doing now, for the memory record: "fetch", "<variant>: <step>" or ""."""
+    snapshot = engine.status.snapshot()
+    if snapshot.stage:
+        return "fetch"
+    now = next((v for v in snapshot.variants if v.state == BUILDING), None)
+    return f"{now.name}: {now.step}" if now is not None else ""
 
 
 def ask_main(argv: list[str]) -> int:
@@ -310,6 +344,13 @@ def ask_main(argv: list[str]) -> int:
 def build_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m variants build", description="Build and cache every variant.")
     add_model_arguments(parser)
+    parser.add_argument(
+        "--memory-record",
+        default=None,
+        metavar="PATH",
+        help="sample resident memory while building and write a record there (a .json file, or a folder): the peak "
+        "of each step, with the hardware and versions",
+    )
     return cmd_build(parser.parse_args(argv))
 
 

@@ -9,6 +9,7 @@ sources and torch models (dense and compacted), so six variants read a checkpoin
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -17,9 +18,12 @@ from pathlib import Path
 
 from variants.answering.qa import CALIBRATED_THRESHOLD
 from variants.answering.runtime import OrtQAModel, QAModel, TorchQAModel, cpu_threads
+from variants.building import apart
+from variants.building.apart import run_apart
 from variants.building.cache import ArtifactCache, cache_key
 from variants.building.sources import FilesProgress, ResolvedSource, resolve, resolve_known
 from variants.core import spec as specs
+from variants.core.memory import fp32_bytes
 from variants.core.versions import artifact_versions
 
 log = logging.getLogger("variants.building.build")
@@ -158,11 +162,32 @@ class VariantBuilder:
                 step_over(done[-1], not built, time.perf_counter() - started)
             return entry
 
+        alone = self.builds_apart(spec)  # each step in a child process: its memory goes back when it ends
+
         def export_step(tmp: Path) -> None:
+            if alone:  # the child loads the model from its folder: no copy of it here
+                run_apart("export", source=str(self.source(spec).path), compacted=compacted, out=str(tmp))
+                return
             # A CPU copy: the shared torch model may already live on the GPU for another variant.
             export.export_onnx(copy.deepcopy(self.torch_model(spec, compacted)).cpu(), tokenizer, tmp)
+
+        def apply(step: str, src: Path, out: Path, for_gpu: bool) -> None:
+            if alone:
+                run_apart("step", step=step, src=str(src), out=str(out), for_gpu=for_gpu)
+            else:
+                export.apply_step(step, src, out, for_gpu)
 
         def step_progress(fraction: float, step: str) -> None:
             progress(fraction, f"{spec.label}: {'onnx' if step == 'export' else step}")
 
-        return export.run_onnx_chain(export_step, spec.onnx_steps, for_gpu, store, step_progress)
+        return export.run_onnx_chain(export_step, spec.onnx_steps, for_gpu, store, step_progress, apply)
+
+    def builds_apart(self, spec: specs.VariantSpec) -> bool:
+        """Whether ``spec``'s ONNX steps each run in a child process (:mod:`variants.building.apart`): its model's
+        FP32 weights (from its config.json) reach :data:`~variants.building.apart.APART_MIN_BYTES`."""
+        try:
+            config = json.loads((self.source(spec).path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        weights = fp32_bytes(config) if isinstance(config, dict) else None
+        return weights is not None and weights >= apart.APART_MIN_BYTES

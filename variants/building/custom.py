@@ -7,7 +7,9 @@ The checks, in order, each refusal with its own message (:class:`CustomModelRefu
    a copy already in the local Hub cache is used as it is (:func:`inspect_cached`), else the offline message;
 3. its ``config.json``, fetched alone, names a ``*ForQuestionAnswering`` architecture of a BERT-family
    ``model_type`` the engine runs, and needs no custom code (``trust_remote_code`` is never used);
-4. the files it would download weigh at most ``max_mb`` (default 500 MB, ``$VARIANTS_MAX_CUSTOM_MB``).
+4. the files it would download weigh at most ``max_mb`` (default 500 MB, ``$VARIANTS_MAX_CUSTOM_MB``);
+5. its chain's build fits in the memory this machine (or container) has free: its FP32 weights, counted from
+   ``config.json``, times :data:`variants.core.memory.CHAIN_FACTOR` (:func:`check_memory`).
 
 What passes is built into its no-training chain beside the preset's by :mod:`variants.serving.visitor`. The
 feature is off unless switched on (:func:`custom_models_allowed`).
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from variants.building.sources import IGNORE_PATTERNS, offline_message, unreachable_errors
-from variants.core import config
+from variants.core import config, memory
 
 CUSTOM_NAME = "custom"
 MAX_MB_ENV = config.MAX_CUSTOM_MB_ENV
@@ -137,6 +139,7 @@ def inspect_model(model_id: str, max_mb: float | None = None) -> CheckedModel:
             f"{model_id} is too large to load here: its files are {total_mb:,.0f} MB, and at most {max_mb:,.0f} MB "
             "are allowed."
         )
+    check_memory(model_id, config, total_mb)
     return CheckedModel(model_id, revision, model_type, architecture, round(total_mb, 1), extra_ignore)
 
 
@@ -163,7 +166,21 @@ def inspect_cached(model_id: str, max_mb: float | None = None) -> CheckedModel |
             f"{model_id} is too large to load here: its files are {total_mb:,.0f} MB, and at most {max_mb:,.0f} MB "
             "are allowed."
         )
+    check_memory(model_id, config_data, total_mb)
     return CheckedModel(model_id, folder.name, model_type, architecture, round(total_mb, 1), (), folder)
+
+
+def check_memory(model_id: str, config_data: dict, download_mb: float) -> None:
+    """Refuse, in one sentence, a model whose chain would not fit in the memory free now: its FP32 weights (from
+    its config; its files' size where the config does not say) times :data:`~variants.core.memory.CHAIN_FACTOR`,
+    the most a no-training chain's build was measured to add to what the app holds."""
+    weights = memory.fp32_bytes(config_data) or int(download_mb * 1e6)
+    need, free = memory.build_need_bytes(weights), memory.available_bytes()
+    if need > free:
+        raise CustomModelRefused(
+            f"{model_id} would not fit in this machine's memory: building its chain takes about "
+            f"{memory.gigabytes(need)}, and {memory.gigabytes(free)} are free."
+        )
 
 
 # --- the Hub ---------------------------------------------------------------------------------------

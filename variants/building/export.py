@@ -137,8 +137,9 @@ def optimize_onnx(
             str(src), "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=1, use_gpu=False
         )
         save_graph(optimizer, out)
-        diff = max_abs_diff(reference, run_cpu(out, feed))
         stats = {k: int(v) for k, v in optimizer.get_fused_operator_statistics().items()}
+        del optimizer  # its graph (the model's size) is not needed while the saved one is checked
+        diff = max_abs_diff(reference, run_cpu(out, feed))
         if diff <= tolerance * scale:
             break
         if not attention or not _fused_attention(stats):
@@ -413,10 +414,13 @@ def run_onnx_chain(
     for_gpu: bool,
     store: StepStore,
     progress: Callable[[float, str], None] | None = None,
+    apply: Callable[[str, Path, Path, bool], Any] = apply_step,
 ) -> Path:
     """The one ONNX chain: ``export(folder)`` writes the FP32 graph, then each of ``steps`` reads the one
     before; ``store`` keeps each step's folder (the engine's is the artifact cache, so a chain shares its
-    steps with every other chain that starts the same way). Returns the final ``model.onnx``."""
+    steps with every other chain that starts the same way). Returns the final ``model.onnx``. ``apply`` runs
+    a step (:func:`apply_step`'s arguments; the engine's runs a large model's in a child process,
+    :mod:`variants.building.apart`)."""
     check_steps(steps)
     names = ("export", *steps)
     path: Path | None = None
@@ -429,7 +433,7 @@ def run_onnx_chain(
 
             def build(tmp: Path, src: Path | None = path, step: str = step) -> None:
                 assert src is not None
-                apply_step(step, src, tmp, for_gpu)
+                apply(step, src, tmp, for_gpu)
 
         path = store(names[: i + 1], build) / ONNX_NAME
     assert path is not None
@@ -493,8 +497,12 @@ def dummy_inputs(path: Path, batch: int = 2, seq_len: int = 16, seed: int = 0) -
 
 
 def run_cpu(path: Path, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs of ``path`` on ONNX Runtime's CPU provider."""
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    """Outputs of ``path`` on ONNX Runtime's CPU provider (a check on a small input: the session keeps no packed
+    copy of the weights and no memory arena, so it holds the model's size once, not twice)."""
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    options.enable_cpu_mem_arena = False
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return session.run(None, feed)
 
 

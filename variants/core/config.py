@@ -36,6 +36,9 @@ CUDA_GRAPHS_ENV = "VARIANTS_CUDA_GRAPHS"
 PERSIST_ENV = "VARIANTS_PERSIST_DIR"
 SPACE_STORAGE_ENV = "VARIANTS_SPACE_STORAGE"
 TRUSTED_PROXIES_ENV = "VARIANTS_TRUSTED_PROXIES"
+# gradio's own: where it keeps visitors' uploads and the files it serves (default /tmp/gradio, one folder shared by
+# every user's app on the machine; the app gives gradio one of its own unless the host names one here)
+GRADIO_TEMP_ENV = "GRADIO_TEMP_DIR"
 # a Space's own proxy reaches the app from the Space's private network; walking X-Forwarded-For from the right past
 # these, the first address is the one the proxy saw, so entries a client wrote itself (on the left) are never read
 SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0/8,::1,fc00::/7"
@@ -152,6 +155,11 @@ def trusted_proxies(option: str | None = None, environ: Mapping[str, str] | None
     if on_space(environ):
         return SPACE_PROXIES
     return ""
+
+
+def gradio_temp_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """The folder the host named for gradio's files (``GRADIO_TEMP_DIR``), or None."""
+    return env_text(GRADIO_TEMP_ENV, environ)
 
 
 def hub_offline(environ: Mapping[str, str] | None = None) -> bool:
