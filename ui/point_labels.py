@@ -27,6 +27,10 @@ TAGS = {
     "optimum-int8": "optimum INT8",
 }
 TAGS |= {"baseline" + k.removeprefix("pruned"): v for k, v in TAGS.items() if k.startswith("pruned-onnx")}
+# a distilled partner's chain (no stored-dense step, nothing cut) takes the pruned chain's words step for step
+TAGS |= {"distilled": "Distilled"} | {
+    "distilled" + k.removeprefix("pruned"): v for k, v in TAGS.items() if k.startswith("pruned-onnx")
+}
 MINUS = "\u2212"  # a real minus sign: "-3.4" reads as a dash in most fonts
 
 
