@@ -65,9 +65,6 @@ STYLES |= {
     for name, look in STYLES.items()
     if name.startswith("pruned-onnx")
 }  # fmt: skip
-# A distilled partner's chain stands where the pruned one does (never both in one record): the same looks.
-STYLES |= {"distilled" + name.removeprefix("pruned"): look for name, look in STYLES.items() if name.startswith("pruned")
-           and name != "pruned-dense"}  # fmt: skip
 SPARE = [Style("#f0e442", "hexagon"), Style("#000000", "cross"), Style("#999999", "square", "dash")]
 
 

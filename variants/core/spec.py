@@ -11,10 +11,13 @@ is the chain of variants made from one baseline and one pruned checkpoint:
     pruned-onnx-opt-fp16     -> FP16 (CUDA)    | pruned-onnx-opt-int8 -> INT8 dynamic quantization (CPU)
 
 A distilled partner (a smaller model trained to copy the baseline, ``Family.partner = "distilled"``: fewer layers,
-no zeros) has nothing to cut, so its chain has no stored-dense or compaction step:
+no zeros) has nothing to cut, so its chain has no stored-dense or compaction step. Its variants keep the pruned
+chain's names (``pruned``, ``pruned-onnx``, ``pruned-onnx-opt``, ``pruned-onnx-opt-int8``: the API's names, the
+records' and the fallback's, which swaps in the embedded chain under the same names on a page already drawn); every
+label, description, card, chart and report says "Distilled" (:func:`short_label`):
 
-    distilled                the distilled checkpoint as published, PyTorch FP32
-    distilled-onnx           -> ONNX, then -opt, then -fp16 (CUDA) | -int8 (CPU), as above
+    pruned                   "Distilled, 6 of 12 layers": the distilled checkpoint as published, PyTorch FP32
+    pruned-onnx              "Distilled + ONNX", then "..., optimized", "... + FP16" (CUDA) | "... + INT8" (CPU)
 
 The headline three are baseline, pruned and the last one; the rest show what each step buys. A baseline
 without a pruned partner (named alone, or with ``pruned = "none"``) gets, by the same rule
@@ -183,17 +186,20 @@ def graph_label(root: str, steps: tuple[str, ...]) -> str:
     return label + (f" + {last[0]}" if last else ", optimized" if "optimize" in steps else "")
 
 
-def graph_chain(root: str, source: str, before: tuple[str, ...], last: str) -> list[VariantSpec]:
-    """The no-training steps from the PyTorch model ``root`` ("baseline", "pruned" or "distilled"): ONNX, graph
-    optimization, then ``last`` (INT8 on a CPU, FP16 on CUDA), the only headline of them. ``before``: the steps
-    that made ``root`` from ``source`` (the pruned model's compaction)."""
-    out, name, steps = [], root, before
+def graph_chain(
+    root: str, source: str, before: tuple[str, ...], last: str, words: str | None = None
+) -> list[VariantSpec]:
+    """The no-training steps from the PyTorch model ``root`` ("baseline" or "pruned"): ONNX, graph optimization,
+    then ``last`` (INT8 on a CPU, FP16 on CUDA), the only headline of them. ``before``: the steps that made
+    ``root`` from ``source`` (the pruned model's compaction). ``words``: the root its labels and descriptions
+    name, where not ``root`` ("distilled": a distilled partner's chain under the pruned chain's names)."""
+    out, name, steps, words = [], root, before, words or root
     for step, suffix, description in GRAPH_STEPS:
         if step in ("fp16", "int8") and step != last:
             continue
         name, steps = name + suffix, (*steps, step)
-        text = description.format(what=ROOTS[root][1])
-        out.append(VariantSpec(name, graph_label(root, steps), source, steps, step == last, text))
+        text = description.format(what=ROOTS[words][1])
+        out.append(VariantSpec(name, graph_label(words, steps), source, steps, step == last, text))
     return out
 
 
@@ -210,8 +216,8 @@ def chain(family: Family, device: str) -> list[VariantSpec]:
     if p and family.partner == "distilled":
         label = family.partner_label or ROOTS["distilled"][0]
         variants += [
-            VariantSpec("distilled", label, p, (), True, family.partner_note or "The distilled partner as published."),
-            *graph_chain("distilled", p, (), last),
+            VariantSpec("pruned", label, p, (), True, family.partner_note or "The distilled partner as published."),
+            *graph_chain("pruned", p, (), last, words="distilled"),
         ]
     elif p:
         variants += [
@@ -369,13 +375,27 @@ SHORT_LABELS = {
     "baseline": "Baseline",
     "pruned-dense": "Pruned, stored dense",
     "pruned": "Pruned",
-    **{v.name: v.label for root in ROOTS for last in ("int8", "fp16") for v in graph_chain(root, "", (), last)},
-}
+    **{v.name: v.label for root in ("baseline", "pruned") for last in ("int8", "fp16")
+       for v in graph_chain(root, "", (), last)},
+}  # fmt: skip
+# The labels the chains themselves give, the distilled partner's included: shown as they are (a distilled chain
+# runs under the pruned chain's names, and its labels say what it is).
+CHAIN_LABELS = frozenset(
+    {*SHORT_LABELS.values(), ROOTS["distilled"][0]}
+    | {f.partner_label for f in FAMILIES.values() if f.partner_label}
+    | {v.label for last in ("int8", "fp16") for v in graph_chain("pruned", "", (), last, words="distilled")}
+)
 
 
 def short_label(name: str, label: str = "") -> str:
-    """A variant's short plain name: the chain's own, else its label, else its name."""
-    return SHORT_LABELS.get(name) or label or name
+    """A variant's short plain name: its label where a chain gave it (:data:`CHAIN_LABELS`), else the chain's
+    name for it (records from before there was one name carry long labels), else its label, else its name."""
+    return label if label in CHAIN_LABELS else SHORT_LABELS.get(name) or label or name
+
+
+def distilled(label: str) -> bool:
+    """Whether a variant's label names a distilled partner's chain (charts and sentences then say so)."""
+    return label.startswith(ROOTS["distilled"][0])
 
 
 def named(chosen: list[VariantSpec], names: list[str]) -> list[VariantSpec]:
