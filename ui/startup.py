@@ -99,9 +99,10 @@ def fallback_line(snap: Snapshot) -> str:
 
 def preset_hint(snap: Snapshot) -> str:
     """The header's line on how to switch presets, in the host's terms (a Space's variables, else the option or
-    the variable); none where it would suggest the preset already asked for (set, and fallen back from)."""
+    the variable); none where it would suggest the preset already asked for (set), nor after a fallback (the Hub
+    did not answer: the other presets but the embedded one need it too, and the fallback's line says what to do)."""
     other = OTHER_PRESET.get(snap.preset)
-    if not other or other[0] in (snap.fallback_from, config.env_text(config.PRESET_ENV)):
+    if not other or snap.fallback_from or other[0] == config.env_text(config.PRESET_ENV):
         return ""
     setting = f"<code>{config.PRESET_ENV}={esc(other[0])}</code>"
     if config.on_space():
