@@ -249,3 +249,11 @@ def test_on_a_space_without_the_hub_the_header_says_the_pair_fell_back(
     assert "Settings → Variables and secrets" in engine.notice and "no network" in engine.notice
     assert "VARIANTS_PRESET=roberta-base" not in header  # the preset that just failed is not offered again
     assert engine.ask(QUESTION, CONTEXT)[0].error is None
+
+
+def test_the_peers_of_a_replica_are_timed_not_scored() -> None:
+    """transformers' pipeline and optimum's INT8 run the replica's random baseline too: latency only, as it is."""
+    from variants.benchmarking.peer import baseline_latency_only  # noqa: PLC0415
+
+    assert baseline_latency_only(SimpleNamespace(specs=specs.preset("roberta-base-replica", "cpu")))
+    assert not baseline_latency_only(SimpleNamespace(specs=specs.preset("roberta-base", "cpu")))
