@@ -97,7 +97,7 @@ def build_demo(
         self_bench.turn = line.queued_turn  # a turn per chunk, behind the questions that came first
         own = self_bench.status
     with gr.Blocks(title="QA variants side by side") as demo:
-        gr.Markdown(page_intro(engine))
+        intro = gr.Markdown(page_intro(engine))  # redrawn with the About tab: a fallback changes the variants
         # above every tab: the model, the preset, the hardware, and the build while it runs
         header = html_block(header_html(engine.snapshot()), css=STARTUP_CSS, elem_id="qa-header")
         notice = html_block(  # the fallback banner, once, on every tab (decided while the build fetches)
@@ -139,9 +139,9 @@ def build_demo(
         seen = gr.State(-1)
         gr.on(  # on load too: a page opened after the build (the timer has stopped by then)
             [demo.load, timer.tick],
-            when_changed(engine, lambda: (about_html(engine),), 1),
+            when_changed(engine, lambda: (about_html(engine), page_intro(engine)), 2),
             [seen],
-            [seen, about],
+            [seen, about, intro],
             queue=False,
             show_progress="hidden",
             api_visibility="private",

@@ -205,7 +205,8 @@ def test_the_header_names_the_other_preset_in_the_hosts_terms(monkeypatch) -> No
     for name in ("SPACE_ID", "SYSTEM", config.PRESET_ENV):
         monkeypatch.delenv(name, raising=False)
     engine = SimpleNamespace(preset="embedded", fallback_from="")
-    assert "<code>--preset bert-large</code> or <code>VARIANTS_PRESET=bert-large</code>" in preset_hint(engine)
+    assert "<code>--preset roberta-base</code> or <code>VARIANTS_PRESET=roberta-base</code>" in preset_hint(engine)
+    assert "on 2 CPU cores" in preset_hint(engine)  # what a question costs with it
     monkeypatch.setenv("SPACE_ID", "someone/demo")
     assert "a variable in the Space's Settings → Variables and secrets" in preset_hint(engine)
     assert "--preset" not in preset_hint(engine)
@@ -361,10 +362,14 @@ def test_cache_dir_covers_the_replicas_model_folders(tmp_path: Path, monkeypatch
 
 
 def test_the_default_preset_follows_the_device(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, the CPU's default is the one shipped with the app
     assert specs.default_preset("cpu") == "embedded" and specs.default_preset("cuda:0") == "bert-large"
     monkeypatch.delenv(config.PRESET_ENV, raising=False)
     engine = cli.engine_from_args(app.parse_args(["--device", "cpu"]), build=False)
     assert engine.preset == "embedded" and engine.loaded == []
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # where the Hub may answer, the published pair (nothing fetched yet)
+    engine = cli.engine_from_args(app.parse_args(["--device", "cpu"]), build=False)
+    assert engine.preset == "roberta-base" and engine.fallback_specs and engine.loaded == []
     monkeypatch.setenv(config.PRESET_ENV, "bert-large-replica")
     assert cli.engine_from_args(app.parse_args(["--device", "cpu"]), build=False).preset == "bert-large-replica"
 

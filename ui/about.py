@@ -40,6 +40,8 @@ def page_intro(engine: Engine) -> str:
     steps = {step for s in engine.specs for step in s.steps}
     last = next((LAST_STEP_WORDS[s] for s in LAST_STEP_WORDS if s in steps), "optimized")
     pruned = "**pruned**, " if "compact" in steps else ""  # a baseline alone: the steps that need no training
+    if any(specs.distilled(s.label) for s in engine.specs):  # a distilled partner: nothing cut, a smaller model
+        pruned = "**distilled**, "
     where = f"{number(shown).capitalize()} answer side by side"
     if n > shown:
         more = n - shown

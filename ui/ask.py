@@ -79,6 +79,17 @@ def selected_names(engine: Engine, extra: list[str] | None, leave_out: list[str]
     return [s.name for s in engine.specs if (s.headline or s.name in extra) and s.name not in leave_out]
 
 
+def variant_choices(engine: Engine, headline: bool) -> list[tuple[str, str]]:
+    """(short label, name) of the headline variants ("Leave out"), or of the steps between them."""
+    return [(short_label(s.name, s.label), s.name) for s in engine.specs if s.headline == headline]
+
+
+def choice_updates(engine: Engine) -> tuple[dict, dict]:
+    """ "Leave out" and "Also show the intermediate steps" for the chain the engine builds now."""
+    steps = variant_choices(engine, headline=False)
+    return gr.update(choices=variant_choices(engine, headline=True)), gr.update(choices=steps, visible=bool(steps))
+
+
 def built_names(engine: Engine, names: list[str]) -> list[str]:
     """Those of ``names`` whose build is over (ready, or failed with the reason on its card)."""
     return [n for n in names if n in engine.variants]
@@ -368,7 +379,7 @@ def ask_tab(
                 f"runs first, to finish within about {DEFAULT_BUDGET_S:g} s. The cards show the median and the spread.",
             )
             leave_out = gr.CheckboxGroup(
-                [(short_label(s.name, s.label), s.name) for s in engine.specs if s.headline],
+                variant_choices(engine, headline=True),
                 value=[],
                 label="Leave out",
                 info="Skip slow variants to answer long passages sooner (without the baseline, no speedups).",
@@ -417,6 +428,17 @@ def ask_tab(
     )
     rule.change(lambda r: gr.Slider(visible=r == "margin"), [rule], [margin], queue=False, api_visibility="private")
     if timer is not None:  # the variants build in the background: each card joins when its variant is ready
+        # a fallback (decided while the build fetches) swaps the chain: the choices name the variants it has now
+        drawn = gr.State(-1)
+        gr.on(
+            [page.load, timer.tick] if page is not None else [timer.tick],
+            when_changed(engine, lambda: choice_updates(engine), 2),
+            [drawn],
+            [drawn, leave_out, extra],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
         seen = gr.State(-1)
         # on the page's load too: a page opened after the build sees the ready cards (the timer has stopped by then)
         gr.on(

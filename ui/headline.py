@@ -8,7 +8,7 @@ from variants.records.cost import BATCH1_WORDS, record_costs, saving_words, usd
 from variants.records.frontier import frontier_sentence
 from variants.records.record import Record
 
-from .point_labels import TAGS
+from .point_labels import tags
 from .text import esc
 
 TERMS = {  # word on the page -> what it means (the tooltip)
@@ -78,7 +78,7 @@ def headline_html(
         text += f", for {change} than the baseline on {esc(questions)}"
     text += "." + cost_words(record, top.variant, usd_per_hour, machine)
     # a disturbed run crowns no winner (the timing rule's flag): no best trade-offs either
-    best = "" if disturbed else frontier_sentence(record, view, names={**TAGS, **SENTENCE_NAMES})
+    best = "" if disturbed else frontier_sentence(record, view, names={**tags(record), **SENTENCE_NAMES})
     best = f'<div class="qa-muted" id="bench-frontier">{esc(best)}</div>' if best else ""
     return f'<div class="qa-summary" id="bench-headline">{text}{best}</div>'
 

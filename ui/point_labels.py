@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from variants.core.spec import distilled
+
 # The fewest words that name a variant beside its point (the legend and the hover box give the full name).
 TAGS = {
     "baseline": "Baseline",
@@ -27,11 +29,21 @@ TAGS = {
     "optimum-int8": "optimum INT8",
 }
 TAGS |= {"baseline" + k.removeprefix("pruned"): v for k, v in TAGS.items() if k.startswith("pruned-onnx")}
+DISTILLED_TAG = "Distilled"
 MINUS = "\u2212"  # a real minus sign: "-3.4" reads as a dash in most fonts
 
 
 def tag(variant: str, fallback: str) -> str:
+    """The fewest words for ``variant``; ``fallback``, its short label, where it has none (or where the label is a
+    distilled partner's: its chain runs under the pruned chain's names, and "Pruned" would say what it is not)."""
+    if variant == "pruned" and distilled(fallback):
+        return DISTILLED_TAG
     return TAGS.get(variant) or fallback
+
+
+def tags(record) -> dict[str, str]:
+    """Each variant of ``record`` (a :class:`~variants.records.record.Record`) in the fewest words (:func:`tag`)."""
+    return {e.variant: tag(e.variant, e.short_label) for e in record.entries}
 
 
 def signed(value: float) -> str:

@@ -19,13 +19,25 @@ from variants.serving.snapshot import Snapshot, VariantView
 
 from .text import esc, notice_html
 
+# What a question costs with the RoBERTa pair on 2 CPU cores: its same-shape replica asked the Ask tab's two
+# examples, every card's timing done, on a 2-core Xeon shared with other work (load 19-24), the only measure there
+# is (docs/usage.md#the-published-cpu-pair, experiments/records/space/space-roberta-base-replica-warm-*.json)
+ROBERTA_COST = "about 11 s a short question, 25 s a long one, on 2 CPU cores shared with other work"
 MODELS = {  # the model a preset runs, in a few words
     "bert-large": "BERT-large (whole-word masking, SQuAD v2) and its block-pruned x2.63 version",
     "embedded": "MiniLM-L6 (SQuAD v2, 22 M parameters) and its pruned version, shipped with the app",
     "bert-large-replica": "a replica of BERT-large and its x2.63 pruned shape",
+    "roberta-base": f"deepset's RoBERTa-base (SQuAD v2) and its distilled partner, 6 of its 12 layers ({ROBERTA_COST})",
+    "roberta-base-replica": f"a replica of RoBERTa-base and its distilled 6-layer partner ({ROBERTA_COST})",
+}
+PUBLISHED = {  # the models a preset that needs the Hub loads, for the header's line after a fallback
+    "roberta-base": "The published pair (deepset/roberta-base-squad2 and its distilled deepset/tinyroberta-squad2)",
+    "bert-large": "The published BERT-large pair",
 }
 OTHER_PRESET = {  # what the other preset would give, for the line that says how to switch
-    "embedded": ("bert-large", "the published BERT-large, about 4 s a short question, 12 s a long one, on 2 CPU cores"),
+    "embedded": ("roberta-base", f"deepset's published RoBERTa-base pair, {ROBERTA_COST}"),
+    "roberta-base": ("embedded", "the small MiniLM trained here, a fraction of a second a question on a CPU"),
+    "roberta-base-replica": ("embedded", "the small MiniLM, with real answers"),
     "bert-large": ("embedded", "the small MiniLM, a fraction of a second a question on a CPU"),
     "bert-large-replica": ("embedded", "the small MiniLM, with real answers"),
 }
@@ -74,7 +86,7 @@ def header_html(snap: Snapshot) -> str:
         f"<b>Model:</b> {esc(model)}{badge} · <b>preset</b> <code>{esc(preset)}</code> · "
         f"<b>{esc(hardware_words(snap.device))}</b>"
     )
-    line += preset_hint(snap)
+    line += fallback_line(snap) + preset_hint(snap)
     return f'<div class="qa-header">{line}{gpu_problem_html()}{build_html(snap.build)}</div>'
 
 
@@ -95,11 +107,22 @@ def gpu_words_html(text: str) -> str:
     return html
 
 
+def fallback_line(snap: Snapshot) -> str:
+    """After a fallback, the header's line that says which models could not load and which preset the page shows
+    instead (the banner below the header gives the reason)."""
+    if not snap.fallback_from:
+        return ""
+    asked = PUBLISHED.get(snap.fallback_from) or f"The {snap.fallback_from} models"
+    said = f"{asked} could not be loaded here, so this page shows the preset {snap.preset} instead"
+    return f'<br><span class="qa-fallback"><b>Fallback:</b> {esc(said)} (the reason is below).</span>'
+
+
 def preset_hint(snap: Snapshot) -> str:
     """The header's line on how to switch presets, in the host's terms (a Space's variables, else the option or
-    the variable); none where it would suggest the preset already asked for (set, and fallen back from)."""
+    the variable); none where it would suggest the preset already asked for (set), nor after a fallback (the Hub
+    did not answer: the other presets but the embedded one need it too, and the fallback's line says what to do)."""
     other = OTHER_PRESET.get(snap.preset)
-    if not other or other[0] in (snap.fallback_from, config.env_text(config.PRESET_ENV)):
+    if not other or snap.fallback_from or other[0] == config.env_text(config.PRESET_ENV):
         return ""
     setting = f"<code>{config.PRESET_ENV}={esc(other[0])}</code>"
     if config.on_space():

@@ -81,7 +81,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--preset",
         default=env_text(PRESET_ENV),
         help=f"one of {sorted(specs.FAMILIES)} (default ${PRESET_ENV}, else {specs.GPU_PRESET} with a CUDA GPU and "
-        f"{specs.CPU_PRESET} on the CPU)",
+        f"{specs.CPU_PRESET} on the CPU, {specs.OFFLINE_PRESET} there with HF_HUB_OFFLINE=1; a preset whose models "
+        f"cannot be had falls back to {specs.FALLBACK_PRESET})",
     )
     parser.add_argument(
         "--baseline",

@@ -64,8 +64,15 @@ def peer_runner(engine: Any, args: argparse.Namespace | None = None) -> Runner |
         load_seconds=round(load_seconds, 3),
         source=path,
         weights=weights_identity(resolve(path)),
+        latency_only=baseline_latency_only(engine),
     )
     return Runner(PEER, pipeline_answerer(pipe, engine.settings), entry)
+
+
+def baseline_latency_only(engine: Any) -> bool:
+    """Whether the baseline the peers run has random weights (a replica): then their answers and F1 mean nothing,
+    as the variants' do, and the bench times them without scoring them."""
+    return any(s.latency_only for s in engine.specs if s.name == "baseline")
 
 
 def pipeline_answerer(pipe: Any, settings: Any) -> Any:
@@ -153,6 +160,7 @@ def optimum_int8_runner(engine: Any, args: argparse.Namespace | None = None, thr
         source=str(source.path),
         weights=weights_identity(source),
         build={"quantization": isa, "is_static": False, "per_channel": False, "threads": options.intra_op_num_threads},
+        latency_only=baseline_latency_only(engine),
     )
     # dynamic INT8: activation scales come from the whole call, so its accuracy is measured one question a call
     return Runner(OPTIMUM_INT8, pipeline_answerer(pipe, engine.settings), entry, batch_invariant=False)

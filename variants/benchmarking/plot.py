@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         record = Record.load(args.record)
     else:
-        record = pick_record(load_records(args.folder), device=args.device)
+        # a record with random weights (a replica's) has no accuracy to plot: the newest record that has
+        scored = [r for r in load_records(args.folder) if not all(e.latency_only for e in r.variants)]
+        record = pick_record(scored, device=args.device)
         if record is None:
             print(f"no benchmark records in {args.folder}", file=sys.stderr)
             return 1

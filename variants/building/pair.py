@@ -110,8 +110,9 @@ def model_facts(source: str, revision: str | None = None) -> ModelFacts | None:
     (a Hub model offline and not cached, a folder without a readable config.json): the build says why."""
     if source.startswith(replica.SCHEME):
         structure = replica.structure_for(source)
-        settings = {**structure.config, "model_type": "bert", "architectures": ["BertForQuestionAnswering"]}
-        return ModelFacts(source, settings, read_vocab(replica.TOKENIZER_DIR), structure.parameters(zeros_cut=False))
+        kind = structure.model_type
+        settings = {**structure.config, "model_type": kind, "architectures": [f"{kind.title()}ForQuestionAnswering"]}
+        return ModelFacts(source, settings, read_vocab(structure.tokenizer_dir), structure.parameters(zeros_cut=False))
     folder = Path(source).expanduser()
     if folder.is_dir():
         settings = read_config(folder / "config.json")

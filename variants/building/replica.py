@@ -1,4 +1,4 @@
-"""Random-weight models with the exact shape of the published BERT-large chain: latency only.
+"""Random-weight models with the exact shape of a published chain (BERT-large's, deepset's RoBERTa pair): latency only.
 
 The published pruned checkpoint (nn_pruning's x2.63 hybrid of BERT-large on SQuAD v2) cannot be
 downloaded here, but its shape is known (assets/replica/): per layer, which attention heads were
@@ -8,7 +8,11 @@ zeros, exactly as the checkpoint is stored) or the dense BERT-large baseline, ca
 it to the engine like any local checkpoint. Compaction, export and the ORT steps then run on it as
 on the real models, so it measures what the chain costs at full size; its answers mean nothing.
 
-Sources: ``replica:bert-large`` (dense), ``replica:bert-large-x2.63`` (and ``-x2.15``).
+Sources: ``replica:bert-large`` (dense), ``replica:bert-large-x2.63`` (and ``-x2.15``); ``replica:roberta-base``
+and ``replica:roberta-base-l6``, deepset's ``roberta-base-squad2`` and its distilled ``tinyroberta-squad2`` (6 of
+its 12 layers, nothing pruned), from the shapes their model cards and configs publish (:data:`ROBERTA_CONFIG`),
+with a byte-level BPE tokenizer of RoBERTa's 50,265 tokens (assets/replica/roberta-base-tokenizer/, made by
+``experiments/roberta_tokenizer.py`` from GPT-2's BPE files: the same tokens, so the same lengths).
 """
 
 from __future__ import annotations
@@ -30,7 +34,28 @@ LATENCY_ONLY = "random weights: latency only"
 STRUCTURE_FILE = ASSETS / "replica" / "madlag-bert-large-squadv2-structure.json"
 # The embedded models' uncased WordPiece vocabulary is BERT-base/large uncased's (30,522 tokens).
 TOKENIZER_DIR = EMBEDDED_MODELS / "minilm-squad2"
+ROBERTA_TOKENIZER_DIR = ASSETS / "replica" / "roberta-base-tokenizer"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+# deepset/roberta-base-squad2's config (RobertaForQuestionAnswering): its model card and config.json, as copied into
+# the project's notes; tinyroberta-squad2 is the same with 6 layers. Positions: 514 (RoBERTa counts them from the
+# padding index 1 + 1), one token type.
+ROBERTA_CONFIG = {
+    "model_type": "roberta",
+    "vocab_size": 50265,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "max_position_embeddings": 514,
+    "type_vocab_size": 1,
+    "layer_norm_eps": 1e-05,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+}
+ROBERTA_IDS = {"roberta-base": "deepset/roberta-base-squad2", "roberta-base-l6": "deepset/tinyroberta-squad2"}
 BASELINE_ID = "madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2"
 CHECKPOINTS = {
     "x2.63": "madlag/bert-large-uncased-wwm-squadv2-x2.63-f82.6-d16-hybrid-v1",
@@ -73,6 +98,22 @@ class Structure:
             pruned_heads=tuple(tuple(sorted(layer["pruned_heads"])) for layer in layers),
             ffn_kept=tuple(int(layer["ffn_kept"]) for layer in layers),
         )
+
+    @classmethod
+    def roberta(cls, layers: int = 12) -> Structure:
+        """deepset's RoBERTa-base SQuAD v2 model (12 layers) or its distilled partner (6), unpruned."""
+        name = ROBERTA_IDS["roberta-base" if layers == 12 else "roberta-base-l6"]
+        config = {**ROBERTA_CONFIG, "num_hidden_layers": layers}
+        return cls(name, config, ((),) * layers, (config["intermediate_size"],) * layers)
+
+    @property
+    def model_type(self) -> str:
+        """The config's ``model_type``: "bert" (the BERT-large structures carry none) or "roberta"."""
+        return self.config.get("model_type", "bert")
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return ROBERTA_TOKENIZER_DIR if self.model_type == "roberta" else TOKENIZER_DIR
 
     @property
     def num_layers(self) -> int:
@@ -160,13 +201,15 @@ class Structure:
 def structure_for(source: str) -> Structure:
     """The structure a ``replica:`` source names."""
     name = source.removeprefix(SCHEME)
+    if name in ROBERTA_IDS:
+        return Structure.roberta(12 if name == "roberta-base" else 6)
     published = Structure.published()
     if name == "bert-large":
         return published.dense()
     for tag in CHECKPOINTS:
         if name == f"bert-large-{tag}":
             return published if tag == "x2.63" else Structure.published(tag)
-    known = ["bert-large", *(f"bert-large-{t}" for t in CHECKPOINTS)]
+    known = ["bert-large", *(f"bert-large-{t}" for t in CHECKPOINTS), *ROBERTA_IDS]
     raise ValueError(f"unknown replica {source!r}; known: {[SCHEME + k for k in known]}")
 
 
@@ -180,17 +223,22 @@ def write_model(structure: Structure, folder: Path, seed: int = SEED) -> None:
     """
     import torch  # noqa: PLC0415
     from safetensors.torch import save_file  # noqa: PLC0415
-    from transformers import BertConfig, BertForQuestionAnswering  # noqa: PLC0415
+    from transformers import BertConfig, BertForQuestionAnswering, RobertaConfig, RobertaForQuestionAnswering  # noqa: PLC0415
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    config = BertConfig(**structure.config, architectures=["BertForQuestionAnswering"])
-    state = BertForQuestionAnswering(config).state_dict()
+    roberta = structure.model_type == "roberta"
+    kind, model_class = (
+        (RobertaConfig, RobertaForQuestionAnswering) if roberta else (BertConfig, BertForQuestionAnswering)
+    )
+    settings = {k: v for k, v in structure.config.items() if k != "model_type"}
+    config = kind(**settings, architectures=[model_class.__name__])
+    state = model_class(config).state_dict()
     generator = torch.Generator().manual_seed(seed)
     d = structure.head_size
     for i, (removed, kept) in enumerate(zip(structure.pruned_heads, structure.ffn_kept, strict=True)):
-        prefix = f"bert.encoder.layer.{i}."
+        prefix = f"{structure.model_type}.encoder.layer.{i}."
         if removed:
             rows = torch.tensor(
                 [r for h in range(structure.num_heads) if h not in removed for r in range(h * d, (h + 1) * d)]
@@ -210,7 +258,8 @@ def write_model(structure: Structure, folder: Path, seed: int = SEED) -> None:
     config.to_json_file(folder / "config.json")
     save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors", metadata={"format": "pt"})
     for name in TOKENIZER_FILES:
-        shutil.copy2(TOKENIZER_DIR / name, folder / name)
+        if (structure.tokenizer_dir / name).is_file():  # the RoBERTa tokenizer has no vocab.txt
+            shutil.copy2(structure.tokenizer_dir / name, folder / name)
     log.info("wrote replica of %s (%s parameters) to %s", structure.name, f"{structure.parameters(False):,}", folder)
 
 

@@ -10,6 +10,15 @@ is the chain of variants made from one baseline and one pruned checkpoint:
     pruned-onnx-opt          -> ONNX Runtime graph optimization (fusions)
     pruned-onnx-opt-fp16     -> FP16 (CUDA)    | pruned-onnx-opt-int8 -> INT8 dynamic quantization (CPU)
 
+A distilled partner (a smaller model trained to copy the baseline, ``Family.partner = "distilled"``: fewer layers,
+no zeros) has nothing to cut, so its chain has no stored-dense or compaction step. Its variants keep the pruned
+chain's names (``pruned``, ``pruned-onnx``, ``pruned-onnx-opt``, ``pruned-onnx-opt-int8``: the API's names, the
+records' and the fallback's, which swaps in the embedded chain under the same names on a page already drawn); every
+label, description, card, chart and report says "Distilled" (:func:`short_label`):
+
+    pruned                   "Distilled, 6 of 12 layers": the distilled checkpoint as published, PyTorch FP32
+    pruned-onnx              "Distilled + ONNX", then "..., optimized", "... + FP16" (CUDA) | "... + INT8" (CPU)
+
 The headline three are baseline, pruned and the last one; the rest show what each step buys. A baseline
 without a pruned partner (named alone, or with ``pruned = "none"``) gets, by the same rule
 (:func:`graph_chain`), every step that needs no training:
@@ -26,6 +35,8 @@ import json
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from variants.core import config
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EMBEDDED_MODELS = ASSETS / "models"
@@ -70,6 +81,24 @@ class Family:
     pruned: str | None  # None: the baseline alone, with the steps that need no training
     description: str
     latency_only: bool = False  # random weights (variants.building.replica): its answers and accuracy mean nothing
+    partner: str = "pruned"  # how the partner was made: "pruned" (zeros to cut) or "distilled" (see chain)
+    partner_label: str = ""  # the distilled partner's card title, saying what it is ("Distilled, 6 of 12 layers")
+    partner_note: str = ""  # the distilled partner's description (its card's tooltip, the About tab)
+
+    def __post_init__(self) -> None:
+        if self.partner not in PARTNERS:
+            raise ValueError(f"a partner is one of {PARTNERS}, not {self.partner!r}")
+
+
+PARTNERS = ("pruned", "distilled")
+# deepset's published pair, from its model cards (CC BY 4.0): the distilled partner has 6 of the baseline's 12
+# layers (TinyBERT's recipe), the same hidden size, heads, FFN and tokenizer; SQuAD v2 dev F1 about 83 and 82.04.
+ROBERTA_PARTNER = {
+    "partner": "distilled",
+    "partner_label": "Distilled, 6 of 12 layers",
+    "partner_note": "The distilled partner as published: trained to copy the baseline (TinyBERT's recipe) with 6 of "
+    "its 12 layers, the same width and tokenizer. Not pruned: it has no zeros to cut, so no compaction step.",
+}
 
 
 FAMILIES = {
@@ -96,19 +125,42 @@ FAMILIES = {
         "random weights: latency only.",
         latency_only=True,
     ),
+    "roberta-base": Family(
+        "roberta-base",
+        baseline="deepset/roberta-base-squad2",
+        pruned="deepset/tinyroberta-squad2",
+        description="deepset's RoBERTa-base fine-tuned on SQuAD v2 and its distilled partner tinyroberta (6 of 12 "
+        "layers, same tokenizer), as published (CC BY 4.0; the cards' SQuAD v2 dev F1 about 83 and 82.04, not "
+        "measured here). Needs the Hub or local copies.",
+        **ROBERTA_PARTNER,
+    ),
+    "roberta-base-replica": Family(
+        "roberta-base-replica",
+        baseline="replica:roberta-base",
+        pruned="replica:roberta-base-l6",
+        description="RoBERTa-base and its distilled 6-layer partner at deepset's published shapes, with random "
+        "weights from a fixed seed and a byte-level BPE tokenizer of the same vocabulary, built locally: "
+        "random weights: latency only.",
+        latency_only=True,
+        **ROBERTA_PARTNER,
+    ),
 }
 GPU_PRESET = "bert-large"  # the default with a CUDA GPU: the published models, the FP16 chain
-CPU_PRESET = "embedded"  # the default on a CPU: the "Ulan Bator" example answered in under 5 s on 2 cores
+CPU_PRESET = "roberta-base"  # the default on a CPU when the Hub answers: the published pair people deploy on CPUs
+OFFLINE_PRESET = "embedded"  # the default on a CPU with HF_HUB_OFFLINE=1: shipped with the app
 DEFAULT_PRESET = GPU_PRESET  # the preset named when no device is known (help texts; see default_preset)
 FALLBACK_PRESET = "embedded"
 
 
-def default_preset(device: str) -> str:
-    """The preset used when none is named: the published BERT-large on a CUDA device, the embedded MiniLM on
-    the CPU, where BERT-large takes 4 s for a short passage and 12 s for a long one on 2 cores, its baseline 8.6 s
-    to give a long one's first answer (docs/usage.md#start-up-on-a-space).
-    ``VARIANTS_PRESET`` (or ``--preset``) names the other."""
-    return GPU_PRESET if device.startswith("cuda") else CPU_PRESET
+def default_preset(device: str, offline: bool | None = None) -> str:
+    """The preset used when none is named: the published BERT-large on a CUDA device; on a CPU deepset's published
+    RoBERTa-base and its distilled partner (BERT-large takes 4 s for a short passage and 12 s for a long one on 2
+    cores, docs/usage.md#start-up-on-a-space), or, with ``HF_HUB_OFFLINE=1`` (``offline``; read now when None), the
+    embedded MiniLM shipped with the app. Where the Hub does not answer, the build falls back to ``embedded`` and
+    says so. ``VARIANTS_PRESET`` (or ``--preset``) names another."""
+    if device.startswith("cuda"):
+        return GPU_PRESET
+    return OFFLINE_PRESET if (config.hub_offline() if offline is None else offline) else CPU_PRESET
 
 
 NO_PARTNER = "none"  # ``--pruned none`` / ``VARIANTS_PRUNED=none`` / ``pruned = "none"``: the baseline alone
@@ -120,7 +172,11 @@ GRAPH_STEPS = (
     ("fp16", "-fp16", "Half-precision weights and arithmetic on the GPU (inputs and outputs stay FP32)."),
     ("int8", "-int8", "INT8 dynamic quantization of the weights for the CPU, where ONNX Runtime has few FP16 kernels."),
 )
-ROOTS = {"baseline": ("Baseline", "The fine-tuned baseline"), "pruned": ("Pruned", "The compacted model")}
+ROOTS = {
+    "baseline": ("Baseline", "The fine-tuned baseline"),
+    "pruned": ("Pruned", "The compacted model"),
+    "distilled": ("Distilled", "The distilled partner"),
+}
 
 
 def graph_label(root: str, steps: tuple[str, ...]) -> str:
@@ -130,30 +186,40 @@ def graph_label(root: str, steps: tuple[str, ...]) -> str:
     return label + (f" + {last[0]}" if last else ", optimized" if "optimize" in steps else "")
 
 
-def graph_chain(root: str, source: str, before: tuple[str, ...], last: str) -> list[VariantSpec]:
+def graph_chain(
+    root: str, source: str, before: tuple[str, ...], last: str, words: str | None = None
+) -> list[VariantSpec]:
     """The no-training steps from the PyTorch model ``root`` ("baseline" or "pruned"): ONNX, graph optimization,
     then ``last`` (INT8 on a CPU, FP16 on CUDA), the only headline of them. ``before``: the steps that made
-    ``root`` from ``source`` (the pruned model's compaction)."""
-    out, name, steps = [], root, before
+    ``root`` from ``source`` (the pruned model's compaction). ``words``: the root its labels and descriptions
+    name, where not ``root`` ("distilled": a distilled partner's chain under the pruned chain's names)."""
+    out, name, steps, words = [], root, before, words or root
     for step, suffix, description in GRAPH_STEPS:
         if step in ("fp16", "int8") and step != last:
             continue
         name, steps = name + suffix, (*steps, step)
-        text = description.format(what=ROOTS[root][1])
-        out.append(VariantSpec(name, graph_label(root, steps), source, steps, step == last, text))
+        text = description.format(what=ROOTS[words][1])
+        out.append(VariantSpec(name, graph_label(words, steps), source, steps, step == last, text))
     return out
 
 
 def chain(family: Family, device: str) -> list[VariantSpec]:
     """The chain for ``family``: its baseline in PyTorch, then, with a pruned partner, the pruned checkpoint
-    stored dense, compacted, and its graph steps; without one, the baseline's own graph steps (everything that
-    needs no training). The last step is FP16 on CUDA and INT8 on the CPU."""
+    stored dense, compacted, and its graph steps; with a distilled partner, that model as published and its graph
+    steps (nothing to cut); without one, the baseline's own graph steps (everything that needs no training). The
+    last step is FP16 on CUDA and INT8 on the CPU."""
     last = "fp16" if device.startswith("cuda") else "int8"
     b, p = family.baseline, family.pruned
     variants = [
         VariantSpec("baseline", SHORT_LABELS["baseline"], b, (), True, "The fine-tuned model as published, in PyTorch.")
     ]
-    if p:
+    if p and family.partner == "distilled":
+        label = family.partner_label or ROOTS["distilled"][0]
+        variants += [
+            VariantSpec("pruned", label, p, (), True, family.partner_note or "The distilled partner as published."),
+            *graph_chain("pruned", p, (), last, words="distilled"),
+        ]
+    elif p:
         variants += [
             VariantSpec(
                 "pruned-dense",
@@ -207,6 +273,8 @@ def family_for(name: str, overrides: dict[str, str] | None = None) -> Family:
     latency_only = family.latency_only
     if "baseline" in overrides and "pruned" not in overrides:  # the baseline alone: random only if a replica
         latency_only = baseline.startswith(REPLICA_SCHEME)
+    if pruned != family.pruned:  # a host's partner: pruned, as --pruned says (the presets' own are vouched for)
+        family = replace(family, partner="pruned", partner_label="", partner_note="")
     return replace(family, baseline=baseline, pruned=pruned, latency_only=latency_only)
 
 
@@ -307,13 +375,27 @@ SHORT_LABELS = {
     "baseline": "Baseline",
     "pruned-dense": "Pruned, stored dense",
     "pruned": "Pruned",
-    **{v.name: v.label for root in ROOTS for last in ("int8", "fp16") for v in graph_chain(root, "", (), last)},
-}
+    **{v.name: v.label for root in ("baseline", "pruned") for last in ("int8", "fp16")
+       for v in graph_chain(root, "", (), last)},
+}  # fmt: skip
+# The labels the chains themselves give, the distilled partner's included: shown as they are (a distilled chain
+# runs under the pruned chain's names, and its labels say what it is).
+CHAIN_LABELS = frozenset(
+    {*SHORT_LABELS.values(), ROOTS["distilled"][0]}
+    | {f.partner_label for f in FAMILIES.values() if f.partner_label}
+    | {v.label for last in ("int8", "fp16") for v in graph_chain("pruned", "", (), last, words="distilled")}
+)
 
 
 def short_label(name: str, label: str = "") -> str:
-    """A variant's short plain name: the chain's own, else its label, else its name."""
-    return SHORT_LABELS.get(name) or label or name
+    """A variant's short plain name: its label where a chain gave it (:data:`CHAIN_LABELS`), else the chain's
+    name for it (records from before there was one name carry long labels), else its label, else its name."""
+    return label if label in CHAIN_LABELS else SHORT_LABELS.get(name) or label or name
+
+
+def distilled(label: str) -> bool:
+    """Whether a variant's label names a distilled partner's chain (charts and sentences then say so)."""
+    return label.startswith(ROOTS["distilled"][0])
 
 
 def named(chosen: list[VariantSpec], names: list[str]) -> list[VariantSpec]:
