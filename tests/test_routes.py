@@ -257,3 +257,33 @@ def test_gradio_client_still_answers_and_evaluates(url) -> None:
     while not out["done"]:
         out = client.predict("", None, out["run"], api_name="/evaluate")
     assert out["questions"] == out["answered"] == 1
+
+
+def test_a_refusal_of_an_unqueued_event_is_a_422_with_its_message(url, capfd) -> None:
+    """gradio answers a gr.Error raised outside the queue with a 500; the page reads the same body from the 422."""
+    config = httpx.get(url + "/config", timeout=30).json()
+    made = next(d for d in config["dependencies"] if d.get("api_name") == "made")  # "Copy a link to this question"
+    components = {c["id"]: c for c in config["components"]}
+    data = [components[i]["props"].get("value") for i in made["inputs"]]
+    data[1] = ""  # no question
+    body = {"fn_index": made["id"], "session_hash": "m", "data": data}
+    reply = httpx.post(url + "/gradio_api/run/predict", json=body, timeout=30)
+    assert reply.status_code == 422 and reply.json()["error"].startswith("Type a question first")
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_error_of_the_apps_own_is_logged_once_with_a_request_id(caplog, capfd) -> None:
+    app_ = FastAPI(**edge.app_kwargs())
+
+    @app_.get("/v1/broken")
+    def broken() -> None:
+        raise RuntimeError("a bug of ours")
+
+    caplog.set_level(logging.WARNING)
+    with TestClient(app_, raise_server_exceptions=False) as client:
+        reply = client.get("/v1/broken")
+    assert reply.status_code == 500
+    request_id = re.search(r"request ([0-9a-f]{12})", reply.json()["detail"])[1]
+    logged = [r for r in caplog.records if r.exc_info]
+    assert len(logged) == 1 and request_id in logged[0].getMessage() and "a bug of ours" in str(logged[0].exc_info[1])
+    assert "Exception in ASGI application" not in capfd.readouterr().err

@@ -11,11 +11,13 @@ gradio takes it (``launch(app_kwargs=...)`` or the FastAPI app ``mount_gradio_ap
   :data:`~variants.serving.guard.BODY_TIMEOUT_S` after its headers (408), so a stalled upload holds nothing
   for long. Headers are the server's: h11 refuses more than 16 KB of them (uvicorn's
   ``h11_max_incomplete_event_size``); uvicorn puts no time limit on them, a Space's proxy does.
-- **Gradio's API calls** are checked against the endpoint as gradio publishes it (``Blocks.get_api_info``): a
-  JSON object whose ``data`` is a list of one value per parameter, each of the type its handler declares for the
-  app's own ``gr.api`` endpoints (``/answer``, ``/evaluate``; pydantic reads the hints). Gradio would print a
-  40-line traceback for a list too short, and a ``session_hash`` sent to ``/call`` makes its result's event
-  stream fail after it began; here each is one sentence and one log line.
+- **Only what the app uses**: every request is judged by the allowlist (:mod:`variants.serving.allowed`, derived
+  from the page's events) before any route sees it: a route the page, gradio_client and /v1 do not use, an event
+  the page never calls, a value of the wrong kind or count, an unknown session: 4xx, one sentence, one log line
+  (gradio answered many of these with a 500 and a traceback).
+- **Errors of the app's own**: logged once with their traceback and a request id, answered 500 in one sentence
+  naming that id; a ``gr.Error`` an unqueued event of the page raises (a refusal, already logged in one line) is
+  a 422, not gradio's 500.
 - **Refusals quote an excerpt**: FastAPI's validation errors (which echo the whole input) become one sentence
   (:func:`validation_refused`); an HTTP error a route raises after its response began (gradio's event stream for
   an unknown event) ends that response with one log line instead of uvicorn's traceback.
