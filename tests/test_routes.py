@@ -148,7 +148,7 @@ def test_values_drawn_for_each_of_the_pages_events_never_get_a_5xx_or_a_tracebac
 
     @given(index=st.integers(0, len(events) - 1), data=st.data())
     @settings(
-        max_examples=int(os.environ.get("ROUTES_EVENT_EXAMPLES", "150")),
+        max_examples=int(os.environ.get("ROUTES_EVENT_EXAMPLES", "100")),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
@@ -210,7 +210,7 @@ def test_requests_drawn_from_the_whole_document_never_get_a_5xx_or_a_traceback(u
     ten minutes and more and keeps a record."""
     schemathesis = pytest.importorskip("schemathesis", reason="a dev dependency: pip install -e .[dev]")
     assert schemathesis
-    run = run_schemathesis(url, tmp_path, max_examples=int(os.environ.get("ROUTES_SCHEMA_EXAMPLES", "8")))
+    run = run_schemathesis(url, tmp_path, max_examples=int(os.environ.get("ROUTES_SCHEMA_EXAMPLES", "6")))
     summary = run["output"][-3000:]
     assert run["returncode"] == 0 and "not_a_server_error" not in summary.split("SUMMARY")[-1], summary
     assert "Tested: " in summary
