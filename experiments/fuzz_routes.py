@@ -26,22 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import RECORDS, save_probe_record
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def wait_for(url: str, seconds: float, app: subprocess.Popen) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if app.poll() is not None:
-            raise SystemExit(f"the app exited ({app.returncode}) before it served")
-        try:
-            with urllib.request.urlopen(url + "/config", timeout=5) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"the app did not serve within {seconds:g} s")
+from variants.benchmarking.app_client import ROOT, launched
 
 
 def fixed_document(url: str, into: Path) -> Path:
@@ -123,11 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{args.port}"
     log = work / "app.log"
-    command = [sys.executable, "app.py", "--preset", args.preset, "--port", str(args.port), "--allow-custom-models"]
-    with log.open("w") as sink:
-        app = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        wait_for(url, 600, app)
+    command = [
+        sys.executable,
+        str(ROOT / "app.py"),
+        "--preset",
+        args.preset,
+        "--port",
+        str(args.port),
+        "--allow-custom-models",
+    ]
+    with launched(command, url + "/", 600, log):  # stopped when the run is over
         document = fixed_document(url, work / "openapi.json")
         st_cli = Path(sys.executable).with_name("st")
         st_command = [
@@ -142,9 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         run_seconds = time.monotonic() - run_started
         (work / "st.txt").write_text(done.stdout + done.stderr)
         time.sleep(2)  # the app logs what it was answering
-    finally:
-        app.terminate()
-        app.wait(30)
     events = read_events(work / "events.ndjson")
     seen = read_log(log)
     summary = (done.stdout + done.stderr).split("SUMMARY")[-1]
