@@ -51,13 +51,18 @@ def browser():
 
 @pytest.fixture
 def page(browser, url: str):
+    """The page at 1400x1000; none of its own requests may be refused as a route or event it does not use (the
+    edge's allowlist, variants.serving.allowed: a 403, 404 or 405), whatever the test clicks."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    refused: list[tuple[int, str]] = []
+    context.on("response", lambda r: refused.append((r.status, r.url)) if r.status in (403, 404, 405) else None)
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.goto(url)
     page.wait_for_selector("#qa-cards .qa-card")
     yield page
     context.close()
+    assert not refused, refused
 
 
 @pytest.fixture

@@ -131,9 +131,7 @@ def test_a_malformed_call_to_gradio_is_one_sentence_and_one_log_line(url, name, 
     caplog.set_level(logging.WARNING)
     body, words = MALFORMED[name]
     sent = 1  # the join below
-    for path in ("/gradio_api/call/answer", "/gradio_api/run/answer"):
-        if path.startswith("/gradio_api/run") and name == "an extra session_hash":
-            continue  # /run keeps no event stream to lose: a session_hash there is fine
+    for path in ("/gradio_api/call/answer", "/gradio_api/call/v2/answer"):
         reply = httpx.post(url + path, json=body, timeout=60)
         sent += 1
         assert reply.status_code == 422 and len(reply.content) < 600, reply.text[:300]
@@ -162,14 +160,25 @@ def test_a_short_list_to_an_event_of_the_page_is_refused_before_gradio_prints_a_
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_a_wrong_kind_of_value_to_an_event_of_the_page_is_refused(url, capfd) -> None:
-    """The examples' event takes an index (an integer): a text there made gradio print a 40-line traceback."""
+def test_a_wrong_kind_of_value_to_an_event_of_the_page_is_refused(url, capfd, caplog) -> None:
+    """The examples' event takes an index (an integer) within the examples: a text there, or an index past them,
+    made gradio print a 40-line traceback. The page calls it outside the queue (/run/predict)."""
+    caplog.set_level(logging.WARNING)
     config = httpx.get(url + "/config", timeout=60).json()
     example = next(d for d in config["dependencies"] if d.get("api_name") == "load_example")
-    for value in ("x", {"a": 1}, True):
+    route = "/gradio_api/queue/join" if example["queue"] else "/gradio_api/run/predict"
+    for value, words in [
+        ("x", "should be a JSON integer"),
+        ({"a": 1}, "should be a JSON integer"),
+        (True, "should be a JSON integer"),
+        (99_999, "an example's number, 0 to"),
+        (-1, "an example's number, 0 to"),
+        (1.0, "an example's number, 0 to"),
+    ]:
         body = {"fn_index": example["id"], "session_hash": "s", "data": [value]}
-        reply = httpx.post(url + "/gradio_api/queue/join", json=body, timeout=60)
-        assert reply.status_code == 422 and "should be a JSON integer" in reply.json()["detail"]
+        reply = httpx.post(url + route, json=body, timeout=60)
+        assert reply.status_code == 422 and words in reply.json()["detail"], (value, reply.text)
+    assert len([r for r in caplog.records if "refused (422)" in r.getMessage()]) == 6
     assert "Traceback" not in capfd.readouterr().err
 
 
@@ -193,8 +202,11 @@ def test_a_well_formed_call_still_answers(url) -> None:
 
 def test_a_validation_error_on_gradio_routes_quotes_an_excerpt(url) -> None:
     """FastAPI's own handler echoed the whole input back (a 100 MB body came back whole from /gradio_api/call)."""
-    reply = httpx.post(url + "/gradio_api/cancel", json={"event_id": "e" * (MAX_BODY_BYTES // 2)}, timeout=60)
-    assert reply.status_code == 422 and len(reply.content) < 600
+    config = httpx.get(url + "/config", timeout=60).json()
+    direct = next(d for d in config["dependencies"] if d["backend_fn"] and not d["queue"] and not d["inputs"])
+    body = {"fn_index": direct["id"], "session_hash": "s", "data": [], "batched": "e" * (MAX_BODY_BYTES // 2)}
+    reply = httpx.post(url + "/gradio_api/run/predict", json=body, timeout=60)
+    assert reply.status_code == 422 and "batched" in reply.json()["detail"] and len(reply.content) < 600
 
 
 @pytest.mark.parametrize(

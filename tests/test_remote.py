@@ -110,3 +110,26 @@ def test_app_demo_replicas_need_a_backend(capsys: pytest.CaptureFixture) -> None
 
     assert app.main(["--demo-replicas", "2"]) == 2
     assert "--demo-replicas needs --backend" in capsys.readouterr().err
+
+
+def test_the_page_over_a_backend_is_held_by_the_same_allowlist(backend, tmp_path: Path, capfd) -> None:
+    """``app.py --backend URL``: the page over remote variants has its own events (no build, no visitor's model);
+    the allowlist, derived from them, lets the page's calls and gradio_client through and refuses the rest."""
+    import httpx  # noqa: PLC0415
+    from app_helpers import running  # noqa: PLC0415
+    from gradio_client import Client  # noqa: PLC0415
+
+    import app  # noqa: PLC0415
+
+    url, _local = backend
+    remote = remote_engine(url, "embedded", "cpu", names=["baseline"])
+    with running(app.build_demo(remote, results_dir=tmp_path)) as address:
+        page = address.rstrip("/")
+        for path, body in [("/gradio_api/call/0", {"data": []}), ("/gradio_api/run/0", {"data": []})]:
+            reply = httpx.post(page + path, json=body, timeout=30)
+            assert reply.status_code == 404 and "\n" not in reply.json()["detail"]
+        joined = httpx.post(page + "/gradio_api/queue/join", json={"fn_index": 10_000, "session_hash": "s", "data": []})
+        assert joined.status_code == 422 and "fn_index" in joined.json()["detail"]
+        answers = Client(page + "/", verbose=False).predict(CONTEXT, QUESTION, None, 1, 1, api_name="/answer")
+        assert [a["variant"] for a in answers] == ["baseline"] and answers[0]["answer"]
+    assert "Traceback" not in capfd.readouterr().err

@@ -34,6 +34,7 @@ from .cost_view import (
     with_costs,
 )
 from .cost_view import usd_per_hour as read_price
+from .errors import refused
 from .gpu_view import gpu_section, newest_gpu_bench
 from .own_record import POLL_S, OwnSource, own_html, own_record, with_own
 from .questions import Runs, status_html
@@ -134,7 +135,7 @@ def make_quick_handlers(
             run = start(measured, load_squad_json(sample_file), int(n))
             runs.start(request.session_hash or "", run)
         except (ValueError, Refused) as exc:  # variants answered by a backend, a run already going: the reason
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc), "Quick benchmark") from None
         return quick_status(run), (tick or 0) + 1  # the counter's change runs the first chunk
 
     def quick_step(tick: int, view: str, quick_runs: list[Record], older: bool, request: gr.Request) -> tuple:
@@ -346,7 +347,7 @@ def benchmark_tab(
         def make(key: str, chosen_view: str, runs: list[Record], price: float | None) -> gr.DownloadButton:
             picked = find_record(key, stored, runs or [])
             if picked is None:
-                raise gr.Error("Choose a record first.")
+                raise refused("Choose a record first.", "Benchmark report")
             path = make_report(engine, picked, chosen_view, notes(picked), read_price(price))
             return gr.DownloadButton(value=path, interactive=True)
 

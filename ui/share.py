@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from ui.errors import refused
 from variants.serving.engine import MAX_QUESTION_CHARS, Engine
 
 PREFIX = "#ask="
@@ -156,7 +157,7 @@ def share_controls(
 
     def made(context: str, question: str, extra: list[str], leave_out: list[str], rule: str, margin: float) -> tuple:
         if not (question or "").strip():
-            raise gr.Error("Type a question first: the link is to a question.")
+            raise refused("Type a question first: the link is to a question.", "Copy a link")
         state = SharedAsk(question, context or "", list(extra or []), list(leave_out or []), rule, float(margin))
         text = encode(state)
         shown = decode(text, engine.max_context_chars) or state

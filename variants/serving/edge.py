@@ -11,11 +11,13 @@ gradio takes it (``launch(app_kwargs=...)`` or the FastAPI app ``mount_gradio_ap
   :data:`~variants.serving.guard.BODY_TIMEOUT_S` after its headers (408), so a stalled upload holds nothing
   for long. Headers are the server's: h11 refuses more than 16 KB of them (uvicorn's
   ``h11_max_incomplete_event_size``); uvicorn puts no time limit on them, a Space's proxy does.
-- **Gradio's API calls** are checked against the endpoint as gradio publishes it (``Blocks.get_api_info``): a
-  JSON object whose ``data`` is a list of one value per parameter, each of the type its handler declares for the
-  app's own ``gr.api`` endpoints (``/answer``, ``/evaluate``; pydantic reads the hints). Gradio would print a
-  40-line traceback for a list too short, and a ``session_hash`` sent to ``/call`` makes its result's event
-  stream fail after it began; here each is one sentence and one log line.
+- **Only what the app uses**: every request is judged by the allowlist (:mod:`variants.serving.allowed`, derived
+  from the page's events) before any route sees it: a route the page, gradio_client and /v1 do not use, an event
+  the page never calls, a value of the wrong kind or count, an unknown session: 4xx, one sentence, one log line
+  (gradio answered many of these with a 500 and a traceback).
+- **Errors of the app's own**: logged once with their traceback and a request id, answered 500 in one sentence
+  naming that id; a ``gr.Error`` an unqueued event of the page raises (a refusal, already logged in one line) is
+  a 422, not gradio's 500.
 - **Refusals quote an excerpt**: FastAPI's validation errors (which echo the whole input) become one sentence
   (:func:`validation_refused`); an HTTP error a route raises after its response began (gradio's event stream for
   an unknown event) ends that response with one log line instead of uvicorn's traceback.
@@ -30,12 +32,11 @@ gradio takes it (``launch(app_kwargs=...)`` or the FastAPI app ``mount_gradio_ap
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import logging
 import os
 import re
-import typing
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,10 +44,10 @@ import anyio
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
+from variants.serving.allowed import Allowed
 from variants.serving.guard import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_FILE_BODY_BYTES, excerpt
 
 Scope = dict[str, Any]
@@ -54,8 +55,6 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-API_CALL = re.compile(r"/gradio_api/(call/v2|call|run|api)/([^/]+)/?$")  # a named endpoint's call
-JOIN = re.compile(r"/gradio_api/queue/join/?$")  # an event by its fn_index (the page's, and gradio_client's)
 FILE_ROUTES = re.compile(r"/gradio_api/(upload|queue/join|call/v2/[^/]+|call/[^/]+|run/[^/]+|api/[^/]+)/?$")
 BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # a file route naming an address, not a file of the app's: a scheme (https:, javascript:...) or a network path
@@ -76,6 +75,13 @@ class Gone(Exception):
 def body_limit(path: str) -> int:
     """The most a body sent to ``path`` may be."""
     return MAX_FILE_BODY_BYTES if FILE_ROUTES.search(path) else MAX_BODY_BYTES
+
+
+def route_path(scope: Scope) -> str:
+    """The path within the app: without the prefix it is served under (Ray Serve's route prefix, a mount's path),
+    which ASGI puts in both ``root_path`` and ``path``."""
+    path, root = scope["path"], scope.get("root_path", "").rstrip("/")
+    return path[len(root) :] or "/" if root and path.startswith(root + "/") else path
 
 
 def too_large_words(limit: int) -> str:
@@ -118,19 +124,21 @@ class Edge:
     an app of ``/v1`` routes only)."""
 
     def __init__(self, app: Callable, blocks: Any = None) -> None:
-        self.app, self.blocks = app, blocks
-        self._endpoints: dict[str, Endpoint] | None = None
+        self.app = app
+        self.allowed = Allowed(blocks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         request = Request(scope)
-        path, limit = scope["path"], body_limit(scope["path"])
+        path = route_path(scope)
+        limit = body_limit(path)
         if REMOTE_FILE.search(path):
             return await refuse(request, send, 403, REMOTE_FILE_WORDS)
         length = request.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
             return await refuse(request, send, 413, too_large_words(limit), close=True)
+        body = None
         if length not in ("", "0") or "transfer-encoding" in request.headers or scope["method"] in BODY_METHODS:
             try:
                 body = await read_body(receive, limit)
@@ -142,154 +150,68 @@ class Edge:
             except Gone:
                 return None
             receive = replay(body, receive)
-            problem = self.check_call(path, body) if self.blocks is not None else None
-            if problem is not None:
-                return await refuse(request, send, *problem)
+        query = scope.get("query_string", b"").decode("latin-1")
+        problem = self.allowed.check(scope["method"], path, query, body)
+        if problem is not None:
+            return await refuse(request, send, *problem)
         await self.pass_on(request, scope, receive, send)
 
     async def pass_on(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request on to the app. An HTTP error raised once the response began (gradio's event streams) ends it
+        with one log line; any other error of the app's is logged once with its traceback and a request id, and
+        answered 500 in one sentence naming that id (uvicorn would print the traceback a second time). A refusal
+        the page's unqueued events raise (a ``gr.Error``), which gradio answers 500, is answered 422 (the page reads
+        the same body, its message)."""
         started = False
+        held: Message | None = None  # a 500's start, held until its body says whether it is a refusal
 
         async def watched(message: Message) -> None:
-            nonlocal started
+            nonlocal started, held
+            if message["type"] == "http.response.start" and message["status"] == 500:
+                held = message
+                return
+            if held is not None and message["type"] == "http.response.body":
+                held, start = None, held
+                if is_refusal(message.get("body", b"")):  # its handler logged it (ui.errors.refused)
+                    start = {**start, "status": 422}
+                started = True
+                await send(start)
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
             await self.app(scope, receive, watched)
-        except Exception as exc:  # an HTTP error raised once the response began: gradio's event streams
+        except Exception as exc:
             http = exc if isinstance(exc, HTTPException) else exc.__cause__
-            if not started or not isinstance(http, HTTPException):
-                raise
-            log_refused(request, http.status_code, f"ended: {http.detail}")
+            if started and isinstance(http, HTTPException):
+                log_refused(request, http.status_code, f"ended: {http.detail}")
+            else:
+                request_id = uuid.uuid4().hex[:12]
+                log.error("%s %s failed (request %s)", request.method, request.url.path, request_id, exc_info=exc)
+                if not started:
+                    words = f"Something went wrong on the server's side (request {request_id}); it is logged."
+                    with contextlib.suppress(Exception):
+                        await JSONResponse({"detail": words}, status_code=500)(scope, _no_body, send)
+                    return
             with contextlib.suppress(Exception):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    # --- gradio's API calls ---------------------------------------------------------------------------------
 
-    def endpoints(self) -> dict[str, Endpoint]:
-        """Each event handler of the page by its api name and by its fn_index, as gradio publishes it."""
-        if self._endpoints is None:
-            named = self.blocks.get_api_info().get("named_endpoints", {})
-            found: dict[str, Endpoint] = {}
-            for index, fn in self.blocks.fns.items():
-                info = named.get(f"/{fn.api_name}", {}) if fn.api_name else {}
-                endpoint = Endpoint(fn.api_name or f"fn_index {index}", fn.inputs, fn.fn, info)
-                found[f"fn:{index}"] = endpoint
-                if fn.api_name:
-                    found[fn.api_name] = endpoint
-            self._endpoints = found
-        return self._endpoints
-
-    def check_call(self, path: str, body: bytes) -> tuple[int, str] | None:
-        """What is wrong with a call to one of gradio's API routes, as (status, sentence); None when nothing is
-        (or the route is not one)."""
-        call, join = API_CALL.search(path), JOIN.search(path)
-        if not call and not join:
-            return None
-        try:
-            payload = json.loads(body)
-        except ValueError:  # a UnicodeDecodeError is one
-            return 422, f"The body should be a JSON object, not {excerpt(body[:200].decode('utf-8', 'replace'))}."
-        except RecursionError:  # arrays or objects nested thousands deep: no call of this app's is shaped so
-            return 422, "The body is nested too deep: a call's data is a flat list of values."
-        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
-            got = payload.get("data") if isinstance(payload, dict) else payload
-            return 422, f'The body should be a JSON object with "data", a list of values, not {excerpt(got)}.'
-        if call:
-            route, name = call.groups()
-            if route in ("call", "call/v2") and "session_hash" in payload:
-                shown = name if len(name) < 60 else excerpt(name)
-                return 422, (
-                    f"/gradio_api/{route}/{shown} takes only data (its event id is its session); to keep a session "
-                    "across calls, send session_hash to /gradio_api/queue/join."
-                )
-            endpoint = self.endpoints().get(name)
-        else:
-            index = payload.get("fn_index")
-            endpoint = self.endpoints().get(f"fn:{index}") if isinstance(index, int) else None
-            if endpoint is None:
-                return 422, f"fn_index should be the number of one of this page's events, not {excerpt(index)}."
-        if endpoint is None:
-            return None  # gradio's own 404 names the endpoints there are
-        return endpoint.check(payload["data"])
-
-
-JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
-def json_kind(value: Any, schema: Any) -> bool:
-    """Whether ``value`` is of the JSON type ``schema`` names at its top (``type``, or any of ``anyOf``/``oneOf``);
-    a schema that names none, and a null (an empty box sends one), pass. Only the kind: a component's own
-    preprocessing judges the rest."""
-    if value is None or not isinstance(schema, dict):
-        return True
-    branches = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(branches, list):
-        return any(json_kind(value, b) for b in branches)
-    kinds = JSON_TYPES.get(schema["type"]) if isinstance(schema.get("type"), str) else None
-    if kinds is None:
-        return True
-    if isinstance(value, bool) and bool not in kinds:
-        return False  # JSON's true is no number
-    return isinstance(value, kinds) or (schema["type"] == "integer" and isinstance(value, float) and value.is_integer())
-
-
-class Endpoint:
-    """One event handler of the page: its name and inputs. The app's own ``gr.api`` endpoints are checked by their
-    handler's hints (pydantic, lax: "5" for an int passes, as the handler reads it); the page's events by the JSON
-    type each input component publishes (its ``api_info``), so gradio's preprocessing is not handed a dict for a
-    text box."""
-
-    def __init__(self, name: str, inputs: list, fn: Callable | None, info: dict) -> None:
-        self.name, self.inputs = name, len(inputs)
-        self.parameters = [p.get("parameter_name") or p.get("label", "") for p in info.get("parameters", [])]
-        self.api = bool(info.get("parameters")) and all(p.get("component") == "Api" for p in info["parameters"])
-        self.types: dict[str, TypeAdapter] = {}
-        if self.api and fn is not None:
-            hints = typing.get_type_hints(inspect.unwrap(fn))
-            self.types = {p: TypeAdapter(hints[p]) for p in self.parameters if p in hints}
-        self.kinds = [] if self.api else [component_schema(c) for c in inputs]
-
-    def check(self, data: list) -> tuple[int, str] | None:
-        named = f" ({', '.join(self.parameters)})" if self.parameters else ""
-        if len(data) < self.inputs or (self.api and len(data) > self.inputs):
-            return 422, f"/{self.name} takes {self.inputs} values in data{named}, not {len(data)}."
-        for name, value in zip(self.parameters, data, strict=False):
-            adapter = self.types.get(name)
-            if adapter is None:
-                continue
-            try:
-                adapter.validate_python(value)
-            except ValidationError as exc:
-                why = exc.errors()[0].get("msg", "invalid") if exc.errors() else "invalid"
-                return 422, f"/{self.name}'s {name}: {why} (got {excerpt(value)})."
-        for index, (schema, value) in enumerate(zip(self.kinds, data, strict=False)):
-            if not json_kind(value, schema):
-                kind = schema.get("type") if isinstance(schema.get("type"), str) else "another kind"
-                return 422, f"/{self.name}'s input {index + 1} should be a JSON {kind}, not {excerpt(value)}."
-        return None
-
-
-def component_schema(component: Any) -> dict:
-    """The JSON schema a component publishes for its value ({} when it publishes none)."""
-    try:
-        schema = component.api_info()
-    except Exception:  # a component without one (gradio's layout blocks): nothing to check
-        return {}
-    return schema if isinstance(schema, dict) else {}
+def is_refusal(body: bytes) -> bool:
+    """Whether a 500's body is gradio's answer to a ``gr.Error`` a handler raised (a title beside the message), not
+    to an error of the app's."""
+    with contextlib.suppress(ValueError, RecursionError):
+        payload = json.loads(body)
+        return isinstance(payload, dict) and isinstance(payload.get("error"), str) and "title" in payload
+    return False
 
 
 def log_refused(request: Request, status: int, detail: str) -> None:
-    """One line for a refused call on any route (no traceback, the detail already excerpted)."""
-    log.warning("%s %s refused (%d): %s", request.method, request.url.path, status, detail)
+    """One line for a refused call on any route (no traceback, the detail already excerpted; a path of control
+    characters or a newline, as a client may send, is quoted escaped)."""
+    path = request.url.path
+    shown = path if len(path) < 200 and path.isprintable() else excerpt(path)
+    log.warning("%s %s refused (%d): %s", request.method, shown, status, detail)
 
 
 def validation_detail(exc: RequestValidationError) -> str:
