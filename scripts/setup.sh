@@ -5,18 +5,20 @@
 #   bash scripts/setup.sh app  [app.py options]   install what is missing, start the app (embedded preset)
 #   bash scripts/setup.sh test [pytest options]   install what is missing, ruff check, ruff format --check,
 #                                                 lint-imports (the layering contracts in pyproject.toml), pytest
+#   bash scripts/setup.sh peers                   the peers' own environment (transformers 4, optimum: what the
+#                                                 bench measures against, requirements-peers.txt), then its versions
 #
 # Environment: EXTRAS="gpu,train" adds pyproject.toml extras (gpu: onnxruntime-gpu instead of
 # onnxruntime; train: the training-only packages); TORCH_INDEX_URL (e.g.
 # https://download.pytorch.org/whl/cpu) where torch should come from, when that index is reachable;
-# VENV (default .venv); PYTHON (default python3.11, else python3).
+# VENV (default .venv); VARIANTS_PEERS_VENV (default .venv-peers); PYTHON (default python3.11, else python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${1:-}
 case "$target" in
-  app | test) shift ;;
-  *) echo "usage: bash scripts/setup.sh app|test [options for app.py or pytest]" >&2; exit 2 ;;
+  app | test | peers) shift ;;
+  *) echo "usage: bash scripts/setup.sh app|test|peers [options for app.py or pytest]" >&2; exit 2 ;;
 esac
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
@@ -40,6 +42,24 @@ if ((${#missing[@]})); then
   else
     echo "setup: not root or no apt-get; install ${missing[*]} yourself (browser tests skip without chromium)" >&2
   fi
+fi
+
+# The peers' environment: its own venv and pins, reinstalled only when requirements-peers.txt changes.
+if [[ $target == peers ]]; then
+  PEERS_VENV=${VARIANTS_PEERS_VENV:-.venv-peers}
+  [[ -x $PEERS_VENV/bin/python ]] || "$PYTHON" -m venv "$PEERS_VENV"
+  declared=$(sha256sum requirements-peers.txt | cut -c1-16)
+  if [[ ! -f $PEERS_VENV/.setup-peers-$declared ]]; then
+    echo "setup: installing the peers' environment into $PEERS_VENV"
+    "$PEERS_VENV/bin/python" -m pip install -q --upgrade pip
+    # torch first, alone, as for the main venv: a CPU wheel where one is found, before anything pulls CUDA torch.
+    "$PEERS_VENV/bin/python" -m pip install -q "$(grep -o '^torch==[0-9.]*' requirements-peers.txt)" \
+      ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+    "$PEERS_VENV/bin/python" -m pip install -q -r requirements-peers.txt
+    find "$PEERS_VENV" -maxdepth 1 -name '.setup-peers-*' -delete  # an older requirements-peers.txt
+    touch "$PEERS_VENV/.setup-peers-$declared"
+  fi
+  exec "$PEERS_VENV/bin/python" -I variants/benchmarking/peer_worker.py versions
 fi
 
 # The virtual environment and the Python packages, reinstalled only when pyproject.toml or the extras change.

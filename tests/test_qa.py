@@ -1,4 +1,5 @@
-"""The one QA decoding path: windows, spans, null answers, offsets, agreement with transformers."""
+"""The one QA decoding path: windows, spans, null answers, offsets (agreement with transformers' pipeline, whose
+answers come from the peers' environment, is in tests/test_peers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 from variants.answering.overlap import log_prior, paragraph_prior, sentence_starts, token_sentences, window_overlap
 from variants.answering.qa import (
@@ -204,37 +205,6 @@ def test_window_passes():
     assert window_passes(np.array([10, 10, 64, 10, 10, 10]), 32, 64) == [slice(0, 2), slice(2, 3), slice(3, 6)]
     assert window_passes(np.array([200, 10]), 32, 64) == [slice(0, 1), slice(1, 2)]  # longer than the cap: alone
     assert window_passes(np.array([], dtype=int), 32, 64) == []
-
-
-@pytest.mark.skip(reason="needs the peers environment (issue-peers)")  # transformers 5: no QA pipeline
-@pytest.mark.parametrize("max_answer_len", [3, 15])
-def test_agrees_with_transformers_pipeline(tiny_qa_dir, tokenizer, max_answer_len):
-    torch_model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).eval()
-    qa_pipeline = pipeline("question-answering", model=torch_model, tokenizer=tokenizer, device="cpu")
-    model = TorchQAModel(torch_model)
-    settings = DecodeSettings(max_length=64, stride=16, max_answer_length=max_answer_len, windows="pipeline")
-    cases = [
-        ("what is the capital of france ?", "paris is the capital of france and the largest city ."),
-        ("who founded rome ?", "rome was founded by the people of italy in the first year ."),
-        ("which river ?", FILLER * 8 + "the longest river in spain is in madrid ."),  # many windows
-        ("what year ?", "it was built in 1889 , named after its people ."),
-    ]
-    for question, context in cases:
-        ours = answer(model, tokenizer, question, context, settings)
-        theirs = qa_pipeline(
-            question=question,
-            context=context,
-            max_seq_len=64,
-            doc_stride=16,
-            max_answer_len=max_answer_len,
-            handle_impossible_answer=True,
-        )
-        assert ours.text == theirs["answer"]
-        assert (ours.start, ours.end) == (theirs["start"], theirs["end"])
-        # the pipeline's score is what it ranks by (a sum over windows, which can pass 1); ours ranks the same
-        # way and shows one window's probability
-        assert (ours.ranked_score if ours.text else ours.score) == pytest.approx(theirs["score"], abs=1e-5)
-        assert 0.0 <= ours.score <= 1.0
 
 
 def test_bad_input_gives_clear_messages(tokenizer):

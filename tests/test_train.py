@@ -192,11 +192,12 @@ def test_scores_at_a_threshold_say_what_share_of_the_answerable_questions_got_an
 
 @pytest.mark.skipif(not all((m / "config.json").is_file() for m in SHIPPED), reason="no shipped models")
 def test_the_shipped_models_load_in_fp32_as_people_load_models():
-    """FP16 on disk, FP32 in memory: transformers 5, which follows config.json's dtype by default (dtype="auto"),
-    computes in FP32 (a CPU runs FP16 several times slower)."""
+    """FP16 on disk, FP32 in memory: a load that follows config.json's dtype (``dtype="auto"``, as transformers'
+    pipeline and transformers 5's default do) computes in FP32 (a CPU runs FP16 several times slower). The pipeline
+    itself, in the peers' environment, loaded it in FP32 too (tests/data/pipeline_answers.json, model.dtype)."""
     baseline = SHIPPED[0]
     assert json.loads((baseline / "config.json").read_text())["dtype"] == "float32"
-    model = AutoModelForQuestionAnswering.from_pretrained(baseline).eval()
+    model = AutoModelForQuestionAnswering.from_pretrained(baseline, dtype="auto")
     assert model.dtype == torch.float32
 
 

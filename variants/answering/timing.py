@@ -4,7 +4,8 @@ rule every interface shares (:class:`TimingRule`, with :func:`speedup`, the one 
 Everything here times with ``time.perf_counter`` around calls that return only once the device has
 finished (``QAModel.run`` copies its outputs to the CPU). An ``Answerer`` is any callable that takes
 (question, context) pairs and a batch size and returns (answer text, no-answer probability or None)
-per pair: a loaded variant through the engine's decoding, or the transformers pipeline.
+per pair: a loaded variant through the engine's decoding, or a peer in a process of its own, which times
+itself by the same rule (:class:`OwnTiming`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ def cycle(examples: list[QAExample], n: int) -> list[QAExample]:
     return [examples[i % len(examples)] for i in range(n)] if examples else []
 
 
+@dataclass(frozen=True)
+class OwnTiming:
+    """One call timed where it ran, by :meth:`Timing.time_one`'s rule: an answerer in a process of its own (a peer,
+    :mod:`variants.benchmarking.peer_worker`) times itself and keeps the reading in its ``timed`` attribute, so the
+    pipe to it is not charged to it and its CPU time and wait are its own threads'."""
+
+    ms: float
+    cpu_ms: float
+    wait_ms: float | None
+
+
 @dataclass
 class Timing:
     """Batch-1 latencies of one answerer, with the answers it gave."""
@@ -65,8 +77,11 @@ class Timing:
         wait (read outside the timed span, so the reading costs the timing nothing)."""
         clock, started = cpu_clock(), time.perf_counter()
         ((text, na_prob),) = answer([(example.question, example.context)], 1)
-        self.times_ms.append((time.perf_counter() - started) * 1000)
+        ms = (time.perf_counter() - started) * 1000
         cpu_ms, wait_ms = cpu_since(clock)
+        if (own := getattr(answer, "timed", None)) is not None:  # it ran elsewhere and timed itself (OwnTiming)
+            ms, cpu_ms, wait_ms = own.ms, own.cpu_ms, own.wait_ms
+        self.times_ms.append(ms)
         self.cpu_ms.append(cpu_ms)
         self.wait_ms.append(wait_ms)
         self.preds[example.id] = text

@@ -252,7 +252,7 @@ def benchmark(
         except Exception as exc:
             free_gpu()
             entry.error = describe(exc)
-        entry.memory = probe.read()
+        entry.memory = runner.memory() if runner.memory else probe.read()
     if not options.skip_sweeps:
         progress(0.9, "sequence-length sweep, all variants taking turns")
         models = {r.name: (r.model, r.tokenizer) for r in runners if r.model is not None and not r.entry.error}

@@ -13,7 +13,7 @@ from variants.answering.timing import Progress, busy
 from variants.benchmarking.bench import benchmark, load_data, set_threads
 from variants.benchmarking.long_inputs import long_input_view
 from variants.benchmarking.options import BATCH_SIZES, DEFAULT_DATA, LATENCY_PASSES, SEQ_LENS, Options
-from variants.benchmarking.peer import optimum_int8_runner, peer_runner
+from variants.benchmarking.peer import optimum_int8_runner, peer_runner, peers_missing
 from variants.building.replica import LATENCY_ONLY
 from variants.cli import add_model_arguments, engine_from_args, non_negative_int, positive_int
 from variants.core.hardware import hardware_slug
@@ -135,6 +135,8 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
         accuracy_batch=args.accuracy_batch,
         profile_questions=args.profile_questions,
     )
+    if not args.no_peer and (missing := peers_missing()):
+        print(f"peers: {missing}; their columns carry this error", file=sys.stderr)
     peer = None if args.no_peer else peer_runner(engine, args)
     others = [] if args.no_peer else [optimum_int8_runner(engine, args)]
     record = benchmark(engine, examples, options, data, peer=peer, progress=progress, others=others)
@@ -142,6 +144,8 @@ def run(args: argparse.Namespace, engine_from_args: Callable[..., Any]) -> int:
         record.long_inputs = long_input_view(engine, examples, progress=progress)
     json_path, csv_path = save_record(record, args.out)
     print(summary_table(record, view=_view_for(getattr(args, "null_threshold", 0.0)), price=args.price))
+    if environments := environment_line(record):
+        print(environments)
     if record.long_inputs:
         print(long_input_table(record.long_inputs))
     print(f"\nwrote {json_path}\n      {csv_path}")
@@ -196,6 +200,26 @@ def summary_table(record: Record, view: str = "pipeline", price: float | str | N
     elif best := frontier_sentence(record, view):
         lines.append(best)
     return "\n".join(lines)
+
+
+def environment_line(record: Record) -> str | None:
+    """Where the entries that ran outside the bench's own environment ran (the peers'), with their versions and the
+    variants' where those differ; None when every entry ran in the bench's own."""
+    libs = ("python", "torch", "transformers", "optimum", "optimum-onnx", "onnxruntime")
+    groups: dict[str, list[Any]] = {}
+    for entry in record.entries:
+        if entry.environment:
+            groups.setdefault(str(entry.environment.get("executable")), []).append(entry)
+    lines = []
+    for where, entries in groups.items():
+        env = entries[0].environment
+        theirs = ", ".join(f"{lib} {env[lib]}" for lib in libs if env.get(lib))
+        differ = [lib for lib in libs if record.versions.get(lib) != env.get(lib)]
+        ours = ", ".join(f"{lib} {record.versions.get(lib) or 'none'}" for lib in differ)
+        names = " and ".join(e.variant for e in entries)
+        line = f"{names} ran in the {env.get('name')} environment ({where}): {theirs}"
+        lines.append(line + (f"; the variants ran with {ours}" if ours else ""))
+    return "\n".join(lines) or None
 
 
 def cost_lines(record: Record, price: float | str) -> list[str]:

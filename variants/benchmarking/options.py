@@ -3,6 +3,7 @@ carries, and :class:`Runner`, one timed answerer (a variant or the peer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,3 +89,5 @@ class Runner:
     tokenizer: Any = None
     settings: DecodeSettings | None = None
     batch_invariant: bool = True  # without a model: whether its answers are the same whatever shares the call
+    # where it runs in a process of its own (a peer): that process's memory for its entry, instead of the bench's
+    memory: Callable[[], dict[str, Any]] | None = None

@@ -39,6 +39,7 @@ TRUSTED_PROXIES_ENV = "VARIANTS_TRUSTED_PROXIES"
 # gradio's own: where it keeps visitors' uploads and the files it serves (default /tmp/gradio, one folder shared by
 # every user's app on the machine; the app gives gradio one of its own unless the host names one here)
 GRADIO_TEMP_ENV = "GRADIO_TEMP_DIR"
+PEERS_VENV_ENV = "VARIANTS_PEERS_VENV"
 # a Space's own proxy reaches the app from the Space's private network; walking X-Forwarded-For from the right past
 # these, the first address is the one the proxy saw, so entries a client wrote itself (on the left) are never read
 SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,127.0.0.0/8,::1,fc00::/7"
@@ -75,6 +76,8 @@ ENVIRONMENT: dict[str, str] = {
     "behind visitors' questions, kept with the built artifacts (default 200; 0: off)",
     WINDOWS_ENV: "how long passages' windows combine (--windows): near, focus, odds, logits, window, max, pipeline",
     CUDA_GRAPHS_ENV: "0: the FP16 ONNX variant on CUDA runs through plain IOBinding, no CUDA graphs",
+    PEERS_VENV_ENV: "bench: the peers' own environment, transformers 4 and optimum (scripts/setup.sh peers makes it; "
+    "default .venv-peers in the checkout)",
 }
 
 
@@ -182,6 +185,13 @@ def space_storage(environ: Mapping[str, str] | None = None) -> Path:
     """Where a Space's persistent storage is mounted: ``/data``, or ``$VARIANTS_SPACE_STORAGE`` (a stand-in)."""
     value = env_text(SPACE_STORAGE_ENV, environ)
     return Path(value).expanduser() if value else SPACE_STORAGE
+
+
+def peers_venv(checkout: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The peers' virtual environment: ``$VARIANTS_PEERS_VENV`` (expanded; relative to ``checkout``), else
+    ``.venv-peers`` in ``checkout``, where ``bash scripts/setup.sh peers`` makes it by default."""
+    value = Path(env_text(PEERS_VENV_ENV, environ) or ".venv-peers").expanduser()
+    return value if value.is_absolute() else checkout / value
 
 
 def cache_dir() -> Path | None:

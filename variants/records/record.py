@@ -180,6 +180,10 @@ class VariantEntry:
     # what it computed with: variants.building.sources.weights_identity (a content digest for local folders);
     # None in records from before it was kept
     weights: str | None = None
+    # the environment it ran in where not the bench's own (whose versions are the record's ``versions``): the peers'
+    # (variants.benchmarking.peer), {"name": "peers", "python", "executable", and its libraries' versions}; {} for
+    # the variants, and in records from before the peers had an environment of their own
+    environment: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as read
 
     @property
