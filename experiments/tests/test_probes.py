@@ -34,7 +34,9 @@ def test_the_malloc_probe_times_each_setting_in_its_own_process(tiny_qa_dir, tmp
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"]
 
 
-@pytest.mark.skip(reason="the probe sets the in-process pipeline's threads; the peers now run as processes in their own environment, which it does not drive")
+@pytest.mark.skip(
+    reason="the probe sets the in-process pipeline's threads; the peers now run in their own environment's process"
+)
 def test_the_core_share_probe_times_four_runners_in_blocks(tiny_qa_dir, tiny_pruned_dir, squad_file, tmp_path):
     import torch  # noqa: PLC0415
 
