@@ -19,10 +19,11 @@ NUM = ' class="num"'
 EMPTY = "–"  # a cell with nothing in it (not measured); the dash screen readers say as "dash"
 NUMERIC_START = (*"0123456789$–−+-.", "free")  # a text cell that holds a number (a cost, a range, a size)
 # Gradio's prose styles draw every cell's border in the text color (.gradio-container .prose td): these
-# selectors are more specific, so a table reads as rows with a line under each.
+# selectors are more specific, so a table reads as rows with a line under each. No padding: Gradio 6.31's prose tables
+# have 10 px, which took a phone's fourth column out of view.
 TABLE_CSS = """
 .qa-scroll table.qa-table { border-collapse: separate; border-spacing: 0; table-layout: fixed; margin: 0; border: 0;
-  font-size: var(--text-sm); color: var(--body-text-color); }
+  padding: 0; font-size: var(--text-sm); color: var(--body-text-color); }
 .qa-table-title { font-weight: 600; font-size: var(--text-sm); padding: 4px 0 8px; color: var(--body-text-color); }
 .qa-scroll { position: relative; }
 .qa-scroll table.qa-table caption { position: absolute; width: 1px; height: 1px; overflow: hidden;
