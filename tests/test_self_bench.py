@@ -58,7 +58,8 @@ class Turns:
 
 
 def bench(engine, examples, folder: Path, n: int = 6, turns: Turns | None = None) -> SelfBench:
-    return SelfBench(engine, n, folder, examples, turn=turns or Turns(), pause_s=0.0, checkpoint_s=0.0)
+    # chunks of one question, one turn each, however fast the machine (a fast one answered all six in one chunk)
+    return SelfBench(engine, n, folder, examples, turn=turns or Turns(), pause_s=0.0, checkpoint_s=0.0, chunk_s=1e-9)
 
 
 def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:

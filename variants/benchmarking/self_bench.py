@@ -29,7 +29,7 @@ from typing import Any
 from filelock import FileLock
 
 from variants.answering.timing import describe
-from variants.benchmarking.evaluate import VariantScore, score_table
+from variants.benchmarking.evaluate import CHUNK_S, VariantScore, score_table
 from variants.benchmarking.quick import QuickRun
 from variants.building.cache import cache_key, default_cache_dir
 from variants.cli import add_model_arguments, engine_from_args
@@ -92,6 +92,7 @@ class SelfBench:
         turn: Turn | None = None,
         pause_s: float = PAUSE_S,
         checkpoint_s: float = CHECKPOINT_S,
+        chunk_s: float = CHUNK_S,
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
@@ -99,7 +100,7 @@ class SelfBench:
         self.folder = Path(folder) if folder else own.own_folder(engine.cache_dir or default_cache_dir())
         self._examples = examples
         self.turn: Turn = turn or nullcontext  # the models' line: the app sets it to ModelLine.queued_turn
-        self.pause_s, self.checkpoint_s = pause_s, checkpoint_s
+        self.pause_s, self.checkpoint_s, self.chunk_s = pause_s, checkpoint_s, chunk_s
         self.say = say or log.info  # a line when it begins and ends (the app's console)
         self._status = OwnStatus(own.WAITING if self.n > 0 else own.OFF, total=self.n)
         self._lock = threading.Lock()
@@ -194,7 +195,7 @@ class SelfBench:
             self.say(f"This chain was measured on this machine already: {self.folder / str(found.file)}")
             self._set(state=own.DONE, done=found.n_questions or 0, record=found, found=True, file=found.file)
             return
-        run = QuickRun(self.engine, self.examples, self.n)
+        run = QuickRun(self.engine, self.examples, self.n, chunk_s=self.chunk_s)
         self.n = run.total  # the sample may hold fewer than asked
         saved = own.read_checkpoint(self.folder, key)
         resumed = run.position if saved and run.resume(saved) else 0
