@@ -92,7 +92,7 @@ def test_the_replica_has_the_cards_shapes_and_ships_its_tokenizer() -> None:
     assert partner.config == {**base.config, "num_hidden_layers": 6}
     folder = replica.ROBERTA_TOKENIZER_DIR
     assert folder.is_relative_to(specs.ASSETS) and "shared" not in folder.parts
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(base.tokenizer_dir)  # tokenizer.json unpacked from its .xz
     assert len(tokenizer) == 50_265 == base.config["vocab_size"]
     pieces = tokenizer.tokenize(" The Eiffel Tower")  # GPT-2's byte-level pieces, as RoBERTa's tokenizer gives
     assert pieces == ["ĠThe", "ĠE", "iff", "el", "ĠTower"]

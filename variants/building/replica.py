@@ -17,9 +17,13 @@ with a byte-level BPE tokenizer of RoBERTa's 50,265 tokens (assets/replica/rober
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import logging
+import lzma
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -113,7 +117,7 @@ class Structure:
 
     @property
     def tokenizer_dir(self) -> Path:
-        return ROBERTA_TOKENIZER_DIR if self.model_type == "roberta" else TOKENIZER_DIR
+        return unpacked(ROBERTA_TOKENIZER_DIR) if self.model_type == "roberta" else TOKENIZER_DIR
 
     @property
     def num_layers(self) -> int:
@@ -261,6 +265,22 @@ def write_model(structure: Structure, folder: Path, seed: int = SEED) -> None:
         if (structure.tokenizer_dir / name).is_file():  # the RoBERTa tokenizer has no vocab.txt
             shutil.copy2(structure.tokenizer_dir / name, folder / name)
     log.info("wrote replica of %s (%s parameters) to %s", structure.name, f"{structure.parameters(False):,}", folder)
+
+
+@functools.cache
+def unpacked(folder: Path) -> Path:
+    """``folder`` as a tokenizer loads it: its files, any ``NAME.xz`` unpacked to ``NAME`` (the RoBERTa tokenizer's
+    2 MB ``tokenizer.json`` ships xz-compressed, 0.4 MB), in a folder of this process's, removed at exit."""
+    if not any(folder.glob("*.xz")):
+        return folder
+    out = Path(tempfile.mkdtemp(prefix="qa-variants-tokenizer-"))
+    atexit.register(shutil.rmtree, out, True)
+    for path in folder.iterdir():
+        if path.suffix == ".xz":
+            (out / path.stem).write_bytes(lzma.decompress(path.read_bytes()))
+        else:
+            shutil.copy2(path, out / path.name)
+    return out
 
 
 def cached_model(source: str, cache_dir: Path | None = None) -> tuple[Path, str]:
