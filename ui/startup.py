@@ -21,7 +21,8 @@ from .text import esc, notice_html
 
 # What a question costs with the RoBERTa pair on 2 CPU cores: its same-shape replica asked the Ask tab's two
 # examples in Chromium, every card's timing done, on a quiet 2-core Xeon (load 0.5-2.2), cold start
-# (docs/results.md#the-published-cpu-pair-roberta, experiments/records/space/space-roberta-base-replica-cold-*T045421Z.json)
+# (docs/results.md#the-published-cpu-pair-roberta;
+# experiments/records/space/space-roberta-base-replica-cold-*T045421Z.json)
 ROBERTA_COST = "about 2 s a short question, 10 s a long one, on 2 CPU cores"
 MODELS = {  # the model a preset runs, in a few words
     "bert-large": "BERT-large (whole-word masking, SQuAD v2) and its block-pruned x2.63 version",
