@@ -10,10 +10,14 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 from app_helpers import MB, MODEL_ID, SMALL, FakeHub
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
-from variants.building import apart, export
+from variants.building import apart, export, outside
 from variants.building.build import VariantBuilder
 from variants.building.custom import CustomModelRefused, inspect_model
 from variants.core import memory
@@ -138,6 +142,7 @@ def test_the_build_command_writes_a_memory_record(tiny_qa_dir: Path, tmp_path: P
     assert build_main(argv) == 0
     record = json.loads(path.read_text())
     assert record["kind"] == "build-memory" and record["variants"] == ["baseline", "baseline-onnx"]
+    assert record["variants_kept_loaded"] is False  # the build command lets each go; --keep-loaded: the app's way
     steps = [s["step"] for s in record["steps"]]
     assert "baseline-onnx: export" in steps and all(s["peak_gb"] >= s["start_gb"] > 0 for s in record["steps"])
     assert record["model_fp32_gb"] == pytest.approx(
@@ -146,3 +151,83 @@ def test_the_build_command_writes_a_memory_record(tiny_qa_dir: Path, tmp_path: P
     assert record["hardware"]["cpu"] and record["versions"]["onnxruntime"] and "load_average" in record["memory_before"]
     assert build_main([*argv[:-1], str(tmp_path / "folder")]) == 0  # a folder: a record named in it
     assert [p.name.startswith("build-memory-") for p in (tmp_path / "folder").iterdir()] == [True]
+
+
+# --- a large model's weights outside its graph, read and written a tensor at a time -------------------------------
+
+
+def _graph_with_weights(rows: int = 64) -> onnx.ModelProto:
+    """y = x @ W + b: W large enough to go outside (rows x 64 FP32), b small enough to stay in the graph."""
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((rows, 64)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 64])],
+        [weight, bias],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def test_weights_go_outside_one_at_a_time_and_the_graph_answers_the_same(tmp_path: Path) -> None:
+
+    model = _graph_with_weights()
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    expected = export.run_cpu(_saved(model, tmp_path / "whole" / "model.onnx"), {"x": x})
+    path = tmp_path / "out" / "model.onnx"
+    path.parent.mkdir()
+    assert not outside.has_outside_weights(path)
+    outside.save(model, path)
+    assert outside.has_outside_weights(path) and outside.data_path(path).name == "model.onnx.data"
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {t.name: t for t in graph.initializer}
+    assert uses_external_data(weights["W"]) and not uses_external_data(weights["b"])  # 64 floats stay in
+    assert int(ExternalDataInfo(weights["W"]).offset or 0) % outside.ALIGN == 0
+    assert path.stat().st_size < 2048 and outside.data_path(path).stat().st_size == 64 * 64 * 4
+    assert export.max_abs_diff(expected, export.run_cpu(path, {"x": x})) == 0.0
+    # Saved again over itself, reading its weights from the file it replaces: the same answers, no leftovers.
+    again = onnx.load(str(path), load_external_data=False)
+    outside.save(again, path, path.parent)
+    assert export.max_abs_diff(expected, export.run_cpu(path, {"x": x})) == 0.0
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.onnx", "model.onnx.data"]
+
+
+def _saved(model, path: Path) -> Path:
+
+    path.parent.mkdir(parents=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_weight_that_points_outside_its_folder_is_refused(tmp_path: Path) -> None:
+
+    (tmp_path / "secret").write_bytes(b"\0" * 64 * 64 * 4)
+    for location in ("../secret", str(tmp_path / "secret")):
+        model = _graph_with_weights()
+        weight = model.graph.initializer[0]
+        weight.ClearField("raw_data")
+        weight.data_location = onnx.TensorProto.EXTERNAL
+        entry = weight.external_data.add()
+        entry.key, entry.value = "location", location
+        folder = tmp_path / "graph"
+        folder.mkdir(exist_ok=True)
+        with pytest.raises(ValueError, match="points outside its folder"):
+            outside.save(model, folder / "model.onnx")
+        assert list(folder.iterdir()) == []  # nothing half-written left behind
+
+
+def test_the_build_command_lets_each_variant_go_once_built(tiny_qa_dir: Path, tmp_path: Path) -> None:
+    from variants.serving.engine import prepare_engine  # noqa: PLC0415
+
+    names = ["baseline", "baseline-onnx"]
+    engine = prepare_engine("embedded", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=tmp_path, names=names)
+    engine.hold = False
+    engine.build()
+    assert [(v.spec.name, v.model, v.error) for v in engine.loaded] == [(n, None, None) for n in names]
+    assert {v.name: v.state for v in engine.status.snapshot().variants} == dict.fromkeys(names, "ready")
+    held = prepare_engine("embedded", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=tmp_path, names=names).build()
+    assert all(v.ok for v in held.loaded)  # the app's engine, from what the build left in the cache

@@ -165,15 +165,26 @@ INT8_BEFORE = {"nodes": 153, "QAttention": 6, "MatMulInteger": 18, "DynamicQuant
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHIPPED_PRUNED / "config.json").is_file(), reason="no shipped pruned model")
-def test_the_shipped_pruned_model_fuses_as_the_optimum_export_did(tmp_path: Path) -> None:
+@pytest.mark.parametrize("weights_outside", [False, True], ids=["one-file", "weights-outside"])
+def test_the_shipped_pruned_model_fuses_as_the_optimum_export_did(tmp_path: Path, weights_outside: bool) -> None:
+    """The same fusions whether the graph holds its weights or a large model's build keeps them in a file beside it
+    (:mod:`variants.building.outside`), and then the same logits."""
     from transformers import AutoTokenizer  # noqa: PLC0415
 
+    from variants.building import outside  # noqa: PLC0415
     from variants.building.storage import load_qa_model  # noqa: PLC0415
 
     model = load_qa_model(SHIPPED_PRUNED, compacted=True)
-    onnx_path = export.export_onnx(model, AutoTokenizer.from_pretrained(SHIPPED_PRUNED), tmp_path / "onnx")
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED_PRUNED)
+    onnx_path = export.export_onnx(model, tokenizer, tmp_path / "onnx", weights_outside=weights_outside)
     optimized = export.optimize_onnx(onnx_path, tmp_path / "opt", for_gpu=False)
     int8 = export.apply_step("int8", optimized, tmp_path / "int8", for_gpu=False)
+    assert [outside.has_outside_weights(p) for p in (onnx_path, optimized)] == [weights_outside] * 2
+    if weights_outside:  # the one-file chain of the same model, built in memory: the same logits
+        feed = export.dummy_inputs(onnx_path)
+        whole = export.export_onnx(model, tokenizer, tmp_path / "whole")
+        for path, step in ((onnx_path, whole), (optimized, export.optimize_onnx(whole, tmp_path / "w-opt", False))):
+            assert export.max_abs_diff(export.run_cpu(step, feed), export.run_cpu(path, feed)) < 1e-5
     ops, quantized = op_counts(optimized), op_counts(int8)
     assert {k: sum(ops.values()) if k == "nodes" else ops[k] for k in OPTIMIZED_BEFORE} == OPTIMIZED_BEFORE
     assert {k: sum(quantized.values()) if k == "nodes" else quantized[k] for k in INT8_BEFORE} == INT8_BEFORE

@@ -263,6 +263,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm  # noqa: PLC0415
 
     engine = engine_from_args(args, build=False)  # a refused pair or setting: its sentence alone, no bar
+    # each variant let go once built and warmed up, so the build's memory is one step's; --keep-loaded: held, as
+    # the app holds them (what a visitor's model needs in the app: variants.core.memory.CHAIN_FACTOR)
+    engine.hold = args.keep_loaded
     started = time.perf_counter()
     bar = tqdm(total=100, desc="build", unit="%")
 
@@ -297,6 +300,7 @@ def record_memory(engine: Engine, progress, args: argparse.Namespace) -> Path:
         engine.build(progress)
     configs = [engine.source(s).path / "config.json" for s in {s.source: s for s in engine.specs}.values()]
     record = memory.build_record(sampler, [s.name for s in engine.specs], configs, before, sys.argv)
+    record["variants_kept_loaded"] = engine.hold
     path = Path(args.memory_record)
     if path.suffix != ".json":
         path = path / memory.record_name(engine.preset, record)
@@ -351,6 +355,12 @@ def build_main(argv: list[str]) -> int:
         metavar="PATH",
         help="sample resident memory while building and write a record there (a .json file, or a folder): the peak "
         "of each step, with the hardware and versions",
+    )
+    parser.add_argument(
+        "--keep-loaded",
+        action="store_true",
+        help="keep each variant loaded once built, as the app does (by default each is let go once it has answered "
+        "its warm-up, so the build holds one step at a time)",
     )
     return cmd_build(parser.parse_args(argv))
 

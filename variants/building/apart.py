@@ -56,7 +56,7 @@ def export_folder(source: str, compacted: bool, out: str) -> None:
 
     model = storage.load_qa_model(source, compacted=compacted)
     tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True, trust_remote_code=False)
-    export.export_onnx(model, tokenizer, Path(out))
+    export.export_onnx(model, tokenizer, Path(out), weights_outside=True)
 
 
 def apply_step(step: str, src: str, out: str, for_gpu: bool) -> None:

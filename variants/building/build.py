@@ -137,6 +137,7 @@ class VariantBuilder:
         cache = ArtifactCache(self.cache_dir)
         for_gpu = self.device.startswith("cuda")
         compacted = "compact" in spec.steps
+        alone = self.builds_apart(spec)  # each step in a child process: its memory goes back when it ends
 
         def store(done: tuple[str, ...], build: Callable[[Path], None]) -> Path:
             steps = ["compact"] if compacted else []
@@ -148,6 +149,9 @@ class VariantBuilder:
                     "gpu": for_gpu,
                     "versions": artifact_versions(),
                     **{k: v for step in done for k, v in export.step_options(step, for_gpu).items()},
+                    # a large model's graphs keep their weights in a file beside them (variants.building.outside):
+                    # not the one-file graphs an earlier build cached
+                    **({"weights": "outside"} if alone else {}),
                 }
             )
             built: list[bool] = []
@@ -161,8 +165,6 @@ class VariantBuilder:
             if step_over is not None:
                 step_over(done[-1], not built, time.perf_counter() - started)
             return entry
-
-        alone = self.builds_apart(spec)  # each step in a child process: its memory goes back when it ends
 
         def export_step(tmp: Path) -> None:
             if alone:  # the child loads the model from its folder: no copy of it here

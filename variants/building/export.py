@@ -36,6 +36,7 @@ from onnxruntime.transformers.onnx_model import OnnxModel
 from onnxruntime.transformers.optimizer import optimize_model
 
 from variants.answering.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
+from variants.building import outside
 from variants.building.onnx_trace import DEFAULT_OPSET, PROTOBUF_LIMIT, exporter, save_graph, trace_to_onnx
 from variants.core.hardware import Int8Settings, int8_settings
 
@@ -50,13 +51,16 @@ _META_FILES = ("optimization.json", QUANTIZATION_REPORT, "build.json")
 # --- export -------------------------------------------------------------------------------------
 
 
-def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = None) -> Path:
+def export_onnx(
+    model: Any, tokenizer: Any, out_dir: Path, opset: int | None = None, weights_outside: bool = False
+) -> Path:
     """Export a ``*ForQuestionAnswering`` torch model to ``out_dir/model.onnx`` (+ config, tokenizer).
 
     Inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` if the architecture uses them)
     with dynamic batch and sequence axes; outputs ``start_logits``, ``end_logits``. The export runs
     on CPU in FP32; a model on another device or dtype is copied first, the caller's model is left
-    as it was.
+    as it was. ``weights_outside``: the weights go to ``model.onnx.data`` beside the graph, and the steps after
+    read and write them a tensor at a time (:mod:`variants.building.outside`; a large model's build).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +76,7 @@ def export_onnx(model: Any, tokenizer: Any, out_dir: Path, opset: int | None = N
         with torch.no_grad(), warnings.catch_warnings():
             # transformers' mask code makes constants while traced; harmless for this export.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET)
+            trace_to_onnx(model, out_dir / ONNX_NAME, opset or DEFAULT_OPSET, weights_outside)
     finally:
         model.set_attn_implementation(attention)
         model.train(was_training)
@@ -131,12 +135,17 @@ def optimize_onnx(
         options.enable_attention = attention
         options.enable_skip_layer_norm = skip_layer_norm_fusion(for_gpu)
         options.use_raw_attention_mask(raw_attention_mask)
-        # opt_level=1: ORT's basic optimizations (constant folding...) before the Python fusions,
-        # the default for BERT; EP-independent, so run on CPU even for a GPU target.
-        optimizer = optimize_model(
-            str(src), "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=1, use_gpu=False
-        )
-        save_graph(optimizer, out)
+        if outside.has_outside_weights(src):  # a large model's: the same passes, its weights read as needed
+            optimizer, work = outside.optimize(src, options, work_in=out.parent)
+            with work:
+                save_graph(optimizer, out, weights_from=Path(work.name))
+        else:
+            # opt_level=1: ORT's basic optimizations (constant folding...) before the Python fusions,
+            # the default for BERT; EP-independent, so run on CPU even for a GPU target.
+            optimizer = optimize_model(
+                str(src), "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=1, use_gpu=False
+            )
+            save_graph(optimizer, out)
         stats = {k: int(v) for k, v in optimizer.get_fused_operator_statistics().items()}
         del optimizer  # its graph (the model's size) is not needed while the saved one is checked
         diff = max_abs_diff(reference, run_cpu(out, feed))

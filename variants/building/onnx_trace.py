@@ -24,6 +24,8 @@ import onnx
 import torch
 from onnxruntime.transformers.onnx_model import OnnxModel
 
+from variants.building import outside
+
 DEFAULT_OPSET = 18  # what optimum-onnx exported with before (its default); ORT's fusions match it
 PROTOBUF_LIMIT = 2**31 - 2**24  # a little under 2 GB: beyond it, weights go to an external file
 OUTPUTS = ("start_logits", "end_logits")
@@ -62,9 +64,10 @@ def input_names(model: Any) -> list[str]:
     return ["input_ids", "attention_mask", *(["token_type_ids"] if types > 1 else [])]
 
 
-def trace_to_onnx(model: Any, path: Path, opset: int = DEFAULT_OPSET) -> None:
+def trace_to_onnx(model: Any, path: Path, opset: int = DEFAULT_OPSET, weights_outside: bool = False) -> None:
     """TorchScript-trace ``model`` (eval, FP32, CPU, eager attention: the caller's) on a small right-padded batch
-    into ``path``, batch and sequence dynamic, then write its head counts."""
+    into ``path``, batch and sequence dynamic, then write its head counts; ``weights_outside``: the weights then go
+    to a file beside the graph (:mod:`outside`, for a large model's build)."""
     names = input_names(model)
     batch, length = 2, 16
     first = 5 if model.config.vocab_size > 5 else 0  # above the special ids, so no token reads as padding
@@ -84,16 +87,17 @@ def trace_to_onnx(model: Any, path: Path, opset: int = DEFAULT_OPSET) -> None:
         do_constant_folding=True,
         dynamo=False,
     )
-    write_head_counts(path)
+    write_head_counts(path, weights_outside)
 
 
-def write_head_counts(path: Path) -> None:
+def write_head_counts(path: Path, weights_outside: bool = False) -> None:
     """Write each attention layer's head count into the shape its Q, K and V are reshaped to.
 
     transformers 5 reshapes them to ``(batch, length, -1, head_size)``; ORT's optimizer reads the head count
     from that shape (the third entry) and does not fuse the attention where it is -1. The count is the
     projection's bias length over ``head_size``, per layer, so a compacted layer gets its own.
     """
+    path = Path(path)
     model = onnx.load(str(path))
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
@@ -130,12 +134,18 @@ def write_head_counts(path: Path) -> None:
         unused = [n for n in graph.node if n.op_type == "Constant" and not used & set(n.output)]
         for node in unused:  # the -1s replaced (ONNX Runtime would warn of each one at every load)
             graph.node.remove(node)
-        save_graph(OnnxModel(model), path)
+    if counts or weights_outside:
+        save_graph(OnnxModel(model), path, weights_from=path.parent if weights_outside else None)
 
 
-def save_graph(model: OnnxModel, path: Path) -> None:
+def save_graph(model: OnnxModel, path: Path, weights_from: Path | None = None) -> None:
     """Save with ORT's saver (it sorts the graph and declares the com.microsoft opset of fused ops).
 
-    Weights go to ``<name>.data`` beside the graph when it is near protobuf's 2 GB limit.
+    Weights go to ``<name>.data`` beside the graph when it is near protobuf's 2 GB limit; with ``weights_from`` (the
+    folder the graph's own outside weights are read from), always, written one at a time (:mod:`outside`).
     """
-    model.save_model_to_file(str(path), use_external_data_format=model.model.ByteSize() > PROTOBUF_LIMIT)
+    if weights_from is None:
+        model.save_model_to_file(str(path), use_external_data_format=model.model.ByteSize() > PROTOBUF_LIMIT)
+        return
+    model.topological_sort()
+    outside.save(model.model, path, weights_from)

@@ -107,6 +107,9 @@ class Engine(TimedAsking):
     # When to say "no answer" (see variants.answering.qa.NullThreshold): 0, transformers' pipeline rule, by default;
     # "calibrated" uses each model's threshold from its config.json. ask_iter can override it per call.
     null_threshold: NullThreshold = 0.0
+    # False: each variant is built, loaded and warmed up, then let go (the build command: what it makes is the
+    # artifacts, and a large chain's variants held together would be most of the build's memory)
+    hold: bool = True
     # what to build instead when a source cannot be had (the embedded preset), None: no fallback
     fallback_specs: list[specs.VariantSpec] | None = field(default=None, repr=False)
     # the variants run in this process, so its CPU time and its threads' waits say how busy the machine was
@@ -201,12 +204,15 @@ class Engine(TimedAsking):
                     progress(base + fraction * share, message)
 
                 loaded = self._load_variant(spec, step_progress)
-                self._start_batcher(loaded)
-                self.variants = {**self.variants, spec.name: loaded}
                 if loaded.ok:
                     self.status.ready(spec.name)
                 else:
                     self.status.failed(spec.name, loaded.error or "not loaded")
+                if not self.hold:  # built and checked (it answered its warm-up): its memory goes back, and the
+                    loaded.model = None  # torch copy kept for the exports (a large model's export reads its folder)
+                    self._builder.release()
+                self._start_batcher(loaded)
+                self.variants = {**self.variants, spec.name: loaded}
             self._builder.release()  # torch copies kept only for exports
         identifier()  # the language check's model, loaded now rather than on the first question
         progress(1.0, "Ready")
