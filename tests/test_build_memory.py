@@ -231,3 +231,25 @@ def test_the_build_command_lets_each_variant_go_once_built(tiny_qa_dir: Path, tm
     assert {v.name: v.state for v in engine.status.snapshot().variants} == dict.fromkeys(names, "ready")
     held = prepare_engine("embedded", "cpu", {"baseline": str(tiny_qa_dir)}, cache_dir=tmp_path, names=names).build()
     assert all(v.ok for v in held.loaded)  # the app's engine, from what the build left in the cache
+
+
+def test_an_export_without_its_weights_gets_them_from_the_model_one_at_a_time(tmp_path: Path) -> None:
+    """What a large model's export does (onnx_trace.trace_to_onnx): the graph's weights are its inputs, filled from
+    the module's state; an input with no weight to give it is refused before anything is written."""
+    import torch  # noqa: PLC0415
+
+    model = _graph_with_weights()
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    expected = export.run_cpu(_saved(model, tmp_path / "whole" / "model.onnx"), {"x": x})
+    state = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
+    for tensor in list(model.graph.initializer):  # as exported with export_params=False
+        model.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        model.graph.initializer.remove(tensor)
+    path = _saved(model, tmp_path / "bare" / "model.onnx")
+    with pytest.raises(RuntimeError, match="no weight to give them: b"):
+        outside.attach(path, {"W": state["W"]}, ["x"])
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.onnx"]
+    outside.attach(path, state, ["x"])
+    assert [i.name for i in onnx.load(str(path), load_external_data=False).graph.input] == ["x"]
+    assert outside.has_outside_weights(path)
+    assert export.max_abs_diff(expected, export.run_cpu(path, {"x": x})) == 0.0

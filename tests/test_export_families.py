@@ -152,6 +152,22 @@ def test_onnx_runtime_fuses_each_family(family) -> None:
     assert json.loads((optimized.parent / "optimization.json").read_text())["attention_heads"] == [4, 4]
 
 
+def test_a_large_models_export_builds_the_same_graph_in_each_family(family, tmp_path: Path) -> None:
+    """The export a large model's build makes (unfolded, its weights written from the model into a file beside the
+    graph, the head counts written after ONNX Runtime's basic pass: variants.building.outside) fuses as the one-file
+    export does, and answers the same."""
+    from variants.building import outside  # noqa: PLC0415
+
+    name, model, tokenizer, onnx_path, optimized = family
+    apart = export.export_onnx(model, tokenizer, tmp_path / "onnx", weights_outside=True)
+    fused = export.optimize_onnx(apart, tmp_path / "opt", for_gpu=False)
+    assert outside.has_outside_weights(apart) and outside.has_outside_weights(fused)
+    assert op_counts(fused) == op_counts(optimized), name
+    feed = export.dummy_inputs(onnx_path)
+    for mine, theirs in ((apart, onnx_path), (fused, optimized)):
+        assert export.max_abs_diff(export.run_cpu(theirs, feed), export.run_cpu(mine, feed)) < 1e-5, name
+
+
 def op_counts(path: Path) -> Counter:
     return Counter(node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node)
 

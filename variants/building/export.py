@@ -37,7 +37,14 @@ from onnxruntime.transformers.optimizer import optimize_model
 
 from variants.answering.runtime import QUANTIZATION_REPORT, skip_layer_norm_fusion
 from variants.building import outside
-from variants.building.onnx_trace import DEFAULT_OPSET, PROTOBUF_LIMIT, exporter, save_graph, trace_to_onnx
+from variants.building.onnx_trace import (
+    DEFAULT_OPSET,
+    PROTOBUF_LIMIT,
+    exporter,
+    save_graph,
+    set_head_counts,
+    trace_to_onnx,
+)
 from variants.core.hardware import Int8Settings, int8_settings
 
 log = logging.getLogger("variants.building.export")
@@ -59,8 +66,10 @@ def export_onnx(
     Inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` if the architecture uses them)
     with dynamic batch and sequence axes; outputs ``start_logits``, ``end_logits``. The export runs
     on CPU in FP32; a model on another device or dtype is copied first, the caller's model is left
-    as it was. ``weights_outside``: the weights go to ``model.onnx.data`` beside the graph, and the steps after
-    read and write them a tensor at a time (:mod:`variants.building.outside`; a large model's build).
+    as it was. ``weights_outside`` (a large model's build): the graph is written as traced, unfolded, its weights
+    in ``model.onnx.data`` beside it, and the steps after read and write them a tensor at a time
+    (:mod:`variants.building.outside`); ONNX Runtime folds it as it loads it, and the optimization step's fused graph
+    is the one-file export's.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +145,7 @@ def optimize_onnx(
         options.enable_skip_layer_norm = skip_layer_norm_fusion(for_gpu)
         options.use_raw_attention_mask(raw_attention_mask)
         if outside.has_outside_weights(src):  # a large model's: the same passes, its weights read as needed
-            optimizer, work = outside.optimize(src, options, work_in=out.parent)
+            optimizer, work = outside.optimize(src, options, out.parent, set_head_counts)
             with work:
                 save_graph(optimizer, out, weights_from=Path(work.name))
         else:

@@ -66,8 +66,14 @@ def input_names(model: Any) -> list[str]:
 
 def trace_to_onnx(model: Any, path: Path, opset: int = DEFAULT_OPSET, weights_outside: bool = False) -> None:
     """TorchScript-trace ``model`` (eval, FP32, CPU, eager attention: the caller's) on a small right-padded batch
-    into ``path``, batch and sequence dynamic, then write its head counts; ``weights_outside``: the weights then go
-    to a file beside the graph (:mod:`outside`, for a large model's build)."""
+    into ``path``, batch and sequence dynamic, then write its head counts.
+
+    ``weights_outside`` (a large model's build): the exporter writes the graph alone, unfolded, its weights left as
+    inputs, and they are then written from the model into a file beside it one at a time (:func:`outside.attach`).
+    The exporter would otherwise hold them three times over while it folds and serializes them into one message.
+    ONNX Runtime folds the same constants when it loads the graph, and the optimization step's basic pass writes
+    the head counts (:func:`set_head_counts`) before the fusions: the fused graph is the one-file export's.
+    """
     names = input_names(model)
     batch, length = 2, 16
     first = 5 if model.config.vocab_size > 5 else 0  # above the special ids, so no token reads as padding
@@ -76,29 +82,42 @@ def trace_to_onnx(model: Any, path: Path, opset: int = DEFAULT_OPSET, weights_ou
     mask[1, length // 2 :] = 0
     types = (torch.arange(length) >= length // 4).long().expand(batch, length).contiguous()
     feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    wrapped = _Logits(model, names)
     torch.onnx.export(
-        _Logits(model, names),
+        wrapped,
         tuple(feed[n] for n in names),
         str(path),
         input_names=names,
         output_names=list(OUTPUTS),
         dynamic_axes={n: _AXES for n in [*names, *OUTPUTS]},
         opset_version=opset,
-        do_constant_folding=True,
+        do_constant_folding=not weights_outside,
+        export_params=not weights_outside,
         dynamo=False,
     )
-    write_head_counts(path, weights_outside)
+    if weights_outside:
+        # the graph's weight inputs are named as the wrapper's state (tied weights under each name they have)
+        outside.attach(path, {**dict(wrapped.named_buffers()), **wrapped.state_dict(keep_vars=True)}, names)
+        return
+    write_head_counts(path)
 
 
-def write_head_counts(path: Path, weights_outside: bool = False) -> None:
-    """Write each attention layer's head count into the shape its Q, K and V are reshaped to.
+def write_head_counts(path: Path) -> None:
+    """:func:`set_head_counts` on the graph in ``path``, saved where it changed anything."""
+    path = Path(path)
+    model = onnx.load(str(path))
+    if set_head_counts(model):
+        save_graph(OnnxModel(model), path)
+
+
+def set_head_counts(model: onnx.ModelProto) -> bool:
+    """Write each attention layer's head count into the shape its Q, K and V are reshaped to; whether any was.
 
     transformers 5 reshapes them to ``(batch, length, -1, head_size)``; ORT's optimizer reads the head count
     from that shape (the third entry) and does not fuse the attention where it is -1. The count is the
-    projection's bias length over ``head_size``, per layer, so a compacted layer gets its own.
+    projection's bias length over ``head_size``, per layer, so a compacted layer gets its own. Reads only the
+    biases' shapes and the small constants: the graph's large weights may stay in a file (:mod:`outside`).
     """
-    path = Path(path)
-    model = onnx.load(str(path))
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     weights = {w.name: w for w in graph.initializer}
@@ -113,7 +132,8 @@ def write_head_counts(path: Path, weights_outside: bool = False) -> None:
         if node is not None and node.op_type == "Constant":
             return onnx.numpy_helper.to_array(node.attribute[0].t)
         tensor = weight(name)
-        return None if tensor is None else onnx.numpy_helper.to_array(tensor)
+        outside_ = tensor is not None and tensor.data_location == onnx.TensorProto.EXTERNAL
+        return None if tensor is None or outside_ else onnx.numpy_helper.to_array(tensor)
 
     counts: dict[int, str] = {}
     for node in (n for n in graph.node if n.op_type == "Reshape"):
@@ -134,8 +154,7 @@ def write_head_counts(path: Path, weights_outside: bool = False) -> None:
         unused = [n for n in graph.node if n.op_type == "Constant" and not used & set(n.output)]
         for node in unused:  # the -1s replaced (ONNX Runtime would warn of each one at every load)
             graph.node.remove(node)
-    if counts or weights_outside:
-        save_graph(OnnxModel(model), path, weights_from=path.parent if weights_outside else None)
+    return bool(counts)
 
 
 def save_graph(model: OnnxModel, path: Path, weights_from: Path | None = None) -> None:
