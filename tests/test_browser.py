@@ -49,6 +49,14 @@ def browser():
         chromium.close()
 
 
+def wait_until_drawn(page) -> None:
+    """The Ask tab drawn: its cards and both text boxes. Gradio loads each component's code on its own, so on a busy
+    machine the cards can be in the page before the boxes are."""
+    page.wait_for_selector("#qa-cards .qa-card")
+    page.wait_for_selector("textarea[placeholder^='Ask something']")
+    page.wait_for_selector("textarea[placeholder^='Paste a passage']")
+
+
 @pytest.fixture
 def page(browser, url: str):
     """The page at 1400x1000; none of its own requests may be refused as a route or event it does not use (the
@@ -59,7 +67,7 @@ def page(browser, url: str):
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.goto(url)
-    page.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(page)
     yield page
     context.close()
     assert not refused, refused
@@ -176,7 +184,7 @@ def test_the_issue_example_on_desktop_and_phone(browser, shipped_url: str, shots
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(shipped_url)
-    page.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(page)
     assert page.evaluate(PLACEHOLDER_FITS), "the empty question box shows part of its placeholder"
     page.get_by_text("Ulan Bator: a short passage").click()
     page.wait_for_function("[...document.querySelectorAll('textarea')].some(t => t.value.includes('Tuul River'))")

@@ -18,6 +18,7 @@ from test_browser import (  # noqa: F401 - pytest fixtures, shared with the Ask 
     page,
     shots,
     url,
+    wait_until_drawn,
 )
 from test_browser_questions import FINISHED, RUN, upload
 
@@ -66,7 +67,7 @@ def test_no_violation_on_any_tab(browser, url: str, squad_file: Path, shots: Pat
     view = context.new_page()
     view.set_default_timeout(60_000)
     view.goto(url)
-    view.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(view)
     tabs_measured(view, size)
     ask(view, CONTEXT, QUESTION)
     view.wait_for_function(ALL_SETTLED)

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, browser, shots, url  # noqa: F401 - the fixtures, shared
+from test_browser import CHROMIUM, browser, shots, url, wait_until_drawn  # noqa: F401 - the fixtures, shared
 
 from ui import share
 from ui.report import benchmark_report
@@ -97,7 +97,7 @@ def test_a_link_reopens_the_question_asked_again(browser, url: str, shots: Path)
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(url)
-    page.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(page)
     page.get_by_label("Context").fill("Ada Lovelace wrote the first program in 1843, for Babbage's engine.")
     page.get_by_placeholder("Ask something the passage answers").fill("Who wrote the first program?")
     page.get_by_label("Pruned + ONNX", exact=True).check()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from app_helpers import running, tiny_engine, write_fake_record
-from test_browser import CHROMIUM, CHROMIUM_ARGS
+from test_browser import CHROMIUM, CHROMIUM_ARGS, wait_until_drawn
 
 import app
 from ui import share
@@ -80,7 +80,7 @@ def test_on_a_space_the_link_names_the_spaces_page(hub_browser, space_url: str) 
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(space_url.rstrip("/") + "/?__theme=light&logs=container")  # the query string an iframe gets
-    page.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(page)
     page.get_by_label("Context").fill("Ada Lovelace wrote the first program in 1843, for Babbage's engine.")
     page.get_by_placeholder("Ask something the passage answers").fill("Who wrote the first program?")
     page.get_by_role("button", name="Ask every variant").click()

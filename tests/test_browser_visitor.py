@@ -11,7 +11,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from app_helpers import VISITOR_ID, running, write_cached_distilbert
-from test_browser import CHROMIUM, browser, shots  # noqa: F401 - pytest fixtures, shared with the Ask tab's tests
+from test_browser import CHROMIUM, browser, shots, wait_until_drawn  # noqa: F401 - pytest fixtures, shared with the Ask tab's tests
 
 import app
 from variants.serving.engine import load_engine
@@ -47,7 +47,7 @@ def open_page(chromium, address: str):
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(address)
-    page.wait_for_selector("#qa-cards .qa-card")
+    wait_until_drawn(page)
     page.get_by_text("Try your own model").click()
     return context, page
 
