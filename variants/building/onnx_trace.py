@@ -132,8 +132,9 @@ def set_head_counts(model: onnx.ModelProto) -> bool:
         if node is not None and node.op_type == "Constant":
             return onnx.numpy_helper.to_array(node.attribute[0].t)
         tensor = weight(name)
-        outside_ = tensor is not None and tensor.data_location == onnx.TensorProto.EXTERNAL
-        return None if tensor is None or outside_ else onnx.numpy_helper.to_array(tensor)
+        if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:  # a large weight on disk: no constant
+            return None
+        return onnx.numpy_helper.to_array(tensor)
 
     counts: dict[int, str] = {}
     for node in (n for n in graph.node if n.op_type == "Reshape"):

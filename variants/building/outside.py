@@ -100,14 +100,14 @@ def save(model: onnx.ModelProto, path: Path, base_dir: Path | None = None) -> No
     file may be the one being replaced)."""
     path = Path(path)
     base_dir = Path(base_dir) if base_dir is not None else path.parent
+    location = data_path(path).name
     with _writing(model, path) as out:
         for tensor in _tensors(model.graph):
             if tensor.HasField("raw_data"):
-                if len(tensor.raw_data) < MIN_BYTES:
-                    continue
-                _append(out, tensor, tensor.raw_data, data_path(path).name)
+                if len(tensor.raw_data) >= MIN_BYTES:
+                    _append(out, tensor, tensor.raw_data, location)
             elif uses_external_data(tensor):
-                _append(out, tensor, _read(tensor, base_dir), data_path(path).name)
+                _append(out, tensor, _read(tensor, base_dir), location)
             # typed fields (float_data...): small tensors made by hand, left in the graph
 
 
@@ -118,6 +118,7 @@ def attach(path: Path, weights: Mapping[str, Any], inputs: Sequence[str]) -> Non
     path = Path(path)
     model = onnx.load(str(path))
     graph = model.graph
+    location = data_path(path).name
     given = [i for i in graph.input if i.name not in inputs]
     unknown = [i.name for i in given if i.name not in weights]
     if unknown:  # an input the exporter named otherwise than the module's state
@@ -130,18 +131,9 @@ def attach(path: Path, weights: Mapping[str, Any], inputs: Sequence[str]) -> Non
             if array.nbytes < MIN_BYTES:
                 tensor.raw_data = array.tobytes()
             else:
-                _append(out, tensor, memoryview(array).cast("B"), data_path(path).name)
+                _append(out, tensor, memoryview(array).cast("B"), location)
             graph.initializer.append(tensor)
             graph.input.remove(graph_input)
-
-
-@contextlib.contextmanager
-def reading_weights_from(folder: Path) -> Iterator[None]:
-    """Run with ``folder`` as the working directory: ``onnx.numpy_helper.to_array``, which ORT's fusions call on
-    the weights they read, finds a weight's file relative to it. For a child process (:mod:`apart`) only: the
-    working directory is the whole process's."""
-    with contextlib.chdir(folder):
-        yield
 
 
 def optimize(src: Path, options: Any, work_in: Path, prepare: Callable[[onnx.ModelProto], Any]) -> Any:
@@ -165,7 +157,9 @@ def optimize(src: Path, options: Any, work_in: Path, prepare: Callable[[onnx.Mod
     )
     model = onnx.load(str(basic), load_external_data=False)
     prepare(model)  # the head counts, on the graph as folded (an export of ours is written unfolded)
-    with reading_weights_from(folder):
+    # ORT's fusions read the few weights they change with onnx.numpy_helper.to_array, which finds a weight's file
+    # relative to the working directory: the whole process's, so this runs in a step's child process only (apart)
+    with contextlib.chdir(folder):
         optimizer = optimize_model(
             model, "bert", num_heads=0, hidden_size=0, optimization_options=options, opt_level=0, use_gpu=False
         )

@@ -204,15 +204,16 @@ class Engine(TimedAsking):
                     progress(base + fraction * share, message)
 
                 loaded = self._load_variant(spec, step_progress)
-                if loaded.ok:
-                    self.status.ready(spec.name)
-                else:
-                    self.status.failed(spec.name, loaded.error or "not loaded")
+                ok = loaded.ok
                 if not self.hold:  # built and checked (it answered its warm-up): its memory goes back, and the
                     loaded.model = None  # torch copy kept for the exports (a large model's export reads its folder)
                     self._builder.release()
                 self._start_batcher(loaded)
                 self.variants = {**self.variants, spec.name: loaded}
+                if ok:
+                    self.status.ready(spec.name)
+                else:
+                    self.status.failed(spec.name, loaded.error or "not loaded")
             self._builder.release()  # torch copies kept only for exports
         identifier()  # the language check's model, loaded now rather than on the first question
         progress(1.0, "Ready")
