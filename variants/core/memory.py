@@ -31,8 +31,8 @@ from variants.core.versions import record_versions
 
 # What a no-training chain's build takes, in multiples of the model's FP32 weights (the records in
 # experiments/records/memory/, docs/results.md "Memory a build needs"). STEP_FACTOR: the target for each step above
-# what the app holds when it starts; the BERT-large replica's export and optimization add 2.3x each in their child
-# processes, its INT8 3.6x (ONNX Runtime's quantizer holds three copies of the graph: over the target).
+# what the app holds when it starts; the BERT-large replica's export adds 2.1x and its optimization 2.3x in their
+# child processes, its INT8 3.5x (ONNX Runtime's quantizer holds three copies of the graph: over the target).
 # CHAIN_FACTOR: what the whole chain, its loaded variants and its largest step together, was measured to add above
 # what the app held before it, rounded up (6.52x for the BERT-large replica built as the app builds it:
 # `python -m variants build --keep-loaded`). A visitor's model is refused where CHAIN_FACTOR times its weights is
